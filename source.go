@@ -1,0 +1,62 @@
+package hotcert
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Source reads raw TLS content and reports when it may have changed. Implementations
+// live in source/file (kubelet-aware directory watch) and source/kube (Secret and
+// ConfigMap informers); [Compose] joins an identity source and a trust source.
+type Source interface {
+	// Read returns the current content. It may be called concurrently with Watch.
+	// Errors should be [*Error] values naming the input.
+	Read(ctx context.Context) (Content, error)
+	// Watch blocks until ctx is done, calling changed whenever the content may have
+	// changed. Spurious calls are fine (the Reloader deduplicates by content hash);
+	// missed ones are not, so a watch error must never end watching. It returns nil
+	// once ctx is done, or an error if watching cannot start at all.
+	Watch(ctx context.Context, changed func()) error
+	// String describes the source for logs, e.g. "files cert=/tls/tls.crt key=/tls/tls.key".
+	String() string
+}
+
+// Compose returns a Source whose identity (certificate and key) comes from identity
+// and whose trust bundle comes from trust: a server certificate from a Secret with a
+// CA bundle from a ConfigMap, or from files. A CA bundle that identity also carries
+// (e.g. a Secret's ca.crt) is ignored. The result is validated as one snapshot.
+func Compose(identity, trust Source) Source { return &composite{identity: identity, trust: trust} }
+
+type composite struct{ identity, trust Source }
+
+func (c *composite) Read(ctx context.Context) (Content, error) {
+	id, err := c.identity.Read(ctx)
+	if err != nil {
+		return Content{}, err
+	}
+	tr, err := c.trust.Read(ctx)
+	if err != nil {
+		return Content{}, err
+	}
+	return Content{Cert: id.Cert, Key: id.Key, CA: tr.CA, Source: c.String()}, nil
+}
+
+func (c *composite) Watch(ctx context.Context, changed func()) error {
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, s := range []Source{c.identity, c.trust} {
+		wg.Go(func() {
+			if err := s.Watch(ctx, changed); err != nil {
+				errs[i] = fmt.Errorf("hotcert: watching %s: %w", s, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (c *composite) String() string {
+	return fmt.Sprintf("identity from %s, trust from %s", c.identity, c.trust)
+}

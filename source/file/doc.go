@@ -1,0 +1,14 @@
+// Package file is a [hotcert.Source] that reads a certificate, a private key and a CA
+// bundle from files, and watches them the way Kubernetes updates mounted Secrets and
+// ConfigMaps.
+//
+// The kubelet never rewrites a projected file: it writes a new hidden timestamped
+// directory and renames a "..data_tmp" symlink over "..data". No event names tls.crt,
+// a watch on the file itself dies after the first swap, and os.Lstat of the visible
+// file never changes. So this source watches the directories that hold the files,
+// treats every event in them as a possible change, and lets the Reloader compare
+// content hashes. The certificate and key are read from one "..data" generation when
+// the directory has one. A watch that cannot be set up (no inotify, directory deleted)
+// is retried every re-watch interval, and the Reloader's poll re-reads the files
+// regardless, so a missed event delays a reload but never loses it.
+package file

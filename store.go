@@ -1,0 +1,109 @@
+package hotcert
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Provider hands out the current Material. [Store] and [Reloader] implement it; the
+// tlsconfig and grpccreds packages depend only on this interface.
+type Provider interface {
+	// Current returns the Material in use. It never blocks and never allocates.
+	Current() *Material
+}
+
+// Notifier tells subscribers that the current Material changed.
+type Notifier interface {
+	// Subscribe calls fn(prev, next) after the current Material changes, on a
+	// goroutine of its own. Changes that happen while fn runs are coalesced: fn then
+	// sees the Material it last saw and the newest one. The returned function
+	// unsubscribes and waits for a running fn to return.
+	Subscribe(fn func(prev, next *Material)) (unsubscribe func())
+}
+
+// Store publishes the current Material behind an atomic pointer.
+type Store struct {
+	cur atomic.Pointer[Material]
+
+	mu   sync.Mutex
+	subs map[*subscription]struct{}
+}
+
+var (
+	_ Provider = (*Store)(nil)
+	_ Notifier = (*Store)(nil)
+)
+
+// NewStore returns a Store holding m (which may be nil until the first Set).
+func NewStore(m *Material) *Store {
+	s := &Store{}
+	if m != nil {
+		s.cur.Store(m)
+	}
+	return s
+}
+
+// Current returns the Material in use, or nil if none was set.
+func (s *Store) Current() *Material { return s.cur.Load() }
+
+// Set publishes m and wakes every subscriber. It returns the previous Material.
+func (s *Store) Set(m *Material) *Material {
+	prev := s.cur.Swap(m)
+	s.mu.Lock()
+	for sub := range s.subs {
+		sub.wake()
+	}
+	s.mu.Unlock()
+	return prev
+}
+
+// Subscribe implements [Notifier].
+func (s *Store) Subscribe(fn func(prev, next *Material)) func() {
+	sub := &subscription{kick: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
+	last := s.cur.Load()
+	s.mu.Lock()
+	if s.subs == nil {
+		s.subs = make(map[*subscription]struct{})
+	}
+	s.subs[sub] = struct{}{}
+	s.mu.Unlock()
+
+	go func() {
+		defer close(sub.stopped)
+		for {
+			select {
+			case <-sub.done:
+				return
+			case <-sub.kick:
+			}
+			if next := s.cur.Load(); next != last {
+				fn(last, next)
+				last = next
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			delete(s.subs, sub)
+			s.mu.Unlock()
+			close(sub.done)
+			<-sub.stopped
+		})
+	}
+}
+
+type subscription struct {
+	kick    chan struct{}
+	done    chan struct{}
+	stopped chan struct{}
+}
+
+// wake never blocks: a pending kick already covers this change.
+func (s *subscription) wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
