@@ -247,7 +247,7 @@ func parseCertificates(in Input, what string) ([]*x509.Certificate, error) {
 			return nil, newError(in.Name, ReasonPEM, nil, "PEM block %d of the %s is malformed or truncated", i, what)
 		}
 		if block.Type != "CERTIFICATE" {
-			return nil, newError(in.Name, ReasonPEM, nil, "PEM block %d of the %s is a %q, not a CERTIFICATE", i, what, block.Type)
+			return nil, newError(in.Name, ReasonPEM, nil, "PEM block %d of the %s is %s, not a CERTIFICATE", i, what, blockKind(block.Type))
 		}
 		c, err := x509.ParseCertificate(block.Bytes)
 		if err != nil {
@@ -277,7 +277,7 @@ func checkKeyPEM(in Input) error {
 	case "ENCRYPTED PRIVATE KEY":
 		return newError(in.Name, ReasonParse, nil, "private key is encrypted; hotcert needs an unencrypted key")
 	default:
-		return newError(in.Name, ReasonPEM, nil, "PEM block is a %q, not a private key", block.Type)
+		return newError(in.Name, ReasonPEM, nil, "PEM block is %s, not a private key", blockKind(block.Type))
 	}
 	if len(bytes.TrimSpace(rest)) != 0 {
 		return newError(in.Name, ReasonPEM, nil, "private key file has data after the key block")
@@ -289,6 +289,15 @@ func checkKeyPEM(in Input) error {
 // "private key type does not match public key type": crypto/tls exports no sentinel.
 func isMismatch(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "does not match public key")
+}
+
+// blockKind names a PEM block type for an error message. Key types are named
+// generically so that error output never even looks like key material.
+func blockKind(typ string) string {
+	if strings.Contains(typ, "PRIVATE KEY") {
+		return "a private key"
+	}
+	return fmt.Sprintf("a %q", typ)
 }
 
 func checkKeyStrength(leaf *x509.Certificate, cfg *validateConfig) error {

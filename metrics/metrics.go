@@ -1,0 +1,148 @@
+// Package metrics exports hotcert's reload outcomes as Prometheus metrics.
+//
+// With the defaults (prefix "hotcert", label "component") a Recorder registers:
+//
+//	hotcert_tls_cert_reload_total{component,result="success|failure"}   counter
+//	hotcert_tls_reload_failures_total{component}                        counter
+//	hotcert_tls_cert_not_after_seconds{component}                       gauge
+//	hotcert_tls_cert_last_reload_timestamp_seconds{component}           gauge
+//	hotcert_tls_ca_bundle_certificates{component}                       gauge
+//
+// Prefix, label name and result values are options so a product keeps its own
+// names: prefix "argocd_agent" with results "success"/"error" gives the argocd-agent
+// proposal's names, prefix "dexaflow" with label "listener" gives
+// dexaflow_tls_reload_failures_total{listener="agent_grpc"}.
+//
+// Counters move once per distinct content change or distinct bad content, because
+// the Reloader calls the Recorder only then: never per handshake, poll or resync.
+package metrics
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hotcert/hotcert"
+)
+
+// Recorder is a [hotcert.Observer] backed by Prometheus collectors.
+type Recorder struct {
+	reloads    *prometheus.CounterVec
+	failures   *prometheus.CounterVec
+	notAfter   *prometheus.GaugeVec
+	lastReload *prometheus.GaugeVec
+	caCerts    *prometheus.GaugeVec
+	success    string
+	failure    string
+}
+
+var _ hotcert.Observer = (*Recorder)(nil)
+
+// Option configures a [Recorder].
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	prefix, label, success, failure string
+}
+
+// WithPrefix sets the metric name prefix (default "hotcert").
+func WithPrefix(p string) Option { return optionFunc(func(c *config) { c.prefix = p }) }
+
+// WithComponentLabel sets the name of the label that carries the component (default
+// "component").
+func WithComponentLabel(name string) Option { return optionFunc(func(c *config) { c.label = name }) }
+
+// WithResultValues sets the values of the result label (default "success" and "failure").
+func WithResultValues(success, failure string) Option {
+	return optionFunc(func(c *config) { c.success, c.failure = success, failure })
+}
+
+// New creates the collectors and registers them with reg (which may be nil to skip
+// registration, e.g. to register the Recorder itself later as a prometheus.Collector).
+func New(reg prometheus.Registerer, opts ...Option) (*Recorder, error) {
+	cfg := config{prefix: "hotcert", label: "component", success: "success", failure: "failure"}
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	if cfg.prefix == "" || cfg.label == "" || cfg.success == "" || cfg.failure == "" || cfg.success == cfg.failure {
+		return nil, errors.New("metrics: prefix, label and two distinct result values are required")
+	}
+	name := func(s string) string { return cfg.prefix + "_" + s }
+	r := &Recorder{
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: name("tls_cert_reload_total"),
+			Help: "TLS material reloads by result: one per distinct content change or distinct bad content.",
+		}, []string{cfg.label, "result"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: name("tls_reload_failures_total"),
+			Help: "TLS material that failed to load while the last good material kept serving. Alert on any increase.",
+		}, []string{cfg.label}),
+		notAfter: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: name("tls_cert_not_after_seconds"),
+			Help: "NotAfter of the certificate in use (the earliest CA NotAfter for a trust-only bundle), Unix seconds.",
+		}, []string{cfg.label}),
+		lastReload: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: name("tls_cert_last_reload_timestamp_seconds"),
+			Help: "When the material in use was loaded, Unix seconds.",
+		}, []string{cfg.label}),
+		caCerts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: name("tls_ca_bundle_certificates"),
+			Help: "Number of CA certificates in the trust bundle in use.",
+		}, []string{cfg.label}),
+		success: cfg.success,
+		failure: cfg.failure,
+	}
+	if reg != nil {
+		if err := reg.Register(r); err != nil {
+			return nil, fmt.Errorf("metrics: register: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// Describe implements prometheus.Collector.
+func (r *Recorder) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range r.collectors() {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (r *Recorder) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range r.collectors() {
+		c.Collect(ch)
+	}
+}
+
+func (r *Recorder) collectors() []prometheus.Collector {
+	return []prometheus.Collector{r.reloads, r.failures, r.notAfter, r.lastReload, r.caCerts}
+}
+
+// ObserveLoad implements [hotcert.Observer]. The first load sets the gauges and
+// creates the counters at zero (so alerts on increase() see a baseline); each reload
+// also counts one success.
+func (r *Recorder) ObserveLoad(component string, m *hotcert.Material, initial bool) {
+	if initial {
+		r.reloads.WithLabelValues(component, r.success)
+		r.reloads.WithLabelValues(component, r.failure)
+		r.failures.WithLabelValues(component)
+	} else {
+		r.reloads.WithLabelValues(component, r.success).Inc()
+	}
+	if na := m.NotAfter(); !na.IsZero() {
+		r.notAfter.WithLabelValues(component).Set(float64(na.Unix()))
+	}
+	r.lastReload.WithLabelValues(component).Set(float64(m.LoadedAt().UnixNano()) / 1e9)
+	r.caCerts.WithLabelValues(component).Set(float64(len(m.TrustCertificates())))
+}
+
+// ObserveFailure implements [hotcert.Observer].
+func (r *Recorder) ObserveFailure(component string, _ error) {
+	r.reloads.WithLabelValues(component, r.failure).Inc()
+	r.failures.WithLabelValues(component).Inc()
+}

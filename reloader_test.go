@@ -1,0 +1,378 @@
+package hotcert_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/hotcerttest"
+)
+
+// memSource is an in-memory hotcert.Source: Set changes its content and notifies.
+type memSource struct {
+	mu      sync.Mutex
+	content hotcert.Content
+	err     error
+	reads   atomic.Int64
+	watch   chan struct{}
+	silent  bool // Set does not notify (to test polling)
+}
+
+func newMemSource(c hotcert.Content) *memSource {
+	return &memSource{content: c, watch: make(chan struct{}, 16)}
+}
+
+func (s *memSource) Set(c hotcert.Content, err error) {
+	s.mu.Lock()
+	s.content, s.err = c, err
+	s.mu.Unlock()
+	if !s.silent {
+		s.watch <- struct{}{}
+	}
+}
+
+func (s *memSource) Read(context.Context) (hotcert.Content, error) {
+	s.reads.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.content, s.err
+}
+
+func (s *memSource) Watch(ctx context.Context, changed func()) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.watch:
+			changed()
+		}
+	}
+}
+
+func (s *memSource) String() string { return "memory" }
+
+// countingObserver counts observer calls.
+type countingObserver struct {
+	mu       sync.Mutex
+	loads    int
+	initial  int
+	failures []error
+}
+
+func (o *countingObserver) ObserveLoad(_ string, _ *hotcert.Material, initial bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if initial {
+		o.initial++
+	} else {
+		o.loads++
+	}
+}
+
+func (o *countingObserver) ObserveFailure(_ string, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.failures = append(o.failures, err)
+}
+
+func (o *countingObserver) counts() (loads, failures int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.loads, len(o.failures)
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func (b *syncBuffer) count(msg string) int { return strings.Count(b.String(), `msg="`+msg+`"`) }
+
+type harness struct {
+	src  *memSource
+	r    *hotcert.Reloader
+	obs  *countingObserver
+	logs *syncBuffer
+}
+
+func startReloader(t *testing.T, c hotcert.Content, opts ...hotcert.Option) *harness {
+	t.Helper()
+	h := &harness{src: newMemSource(c), obs: &countingObserver{}, logs: &syncBuffer{}}
+	logger := slog.New(slog.NewTextHandler(h.logs, nil))
+	opts = append([]hotcert.Option{hotcert.WithLogger(logger), hotcert.WithObserver(h.obs), hotcert.WithComponent("test"), hotcert.WithPollInterval(0)}, opts...)
+	r, err := hotcert.New(context.Background(), h.src, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.r = r
+	done := make(chan error, 1)
+	go func() { done <- r.Start(context.Background()) }()
+	t.Cleanup(func() {
+		r.Close()
+		if err := <-done; err != nil {
+			t.Errorf("Start returned %v", err)
+		}
+	})
+	return h
+}
+
+// waitFor polls cond until it holds or the deadline passes (bounded, no fixed sleeps).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func serial(m *hotcert.Material) string { return m.Leaf().SerialNumber.String() }
+
+func TestReloaderSwapsGoodContentAndKeepsLastGood(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	a, b, c := ca.MustIssue(), ca.MustIssue(), ca.MustIssue()
+	h := startReloader(t, identity(a), hotcert.WithSettle(50*time.Millisecond))
+	if g := h.r.Current().Generation(); g != 1 {
+		t.Fatalf("first generation %d", g)
+	}
+
+	h.src.Set(identity(b), nil)
+	waitFor(t, "b served", func() bool { return serial(h.r.Current()) == b.Cert.SerialNumber.String() })
+
+	bad := identity(c)
+	bad.Key.Data = a.KeyPEM // mismatch
+	h.src.Set(bad, nil)
+	waitFor(t, "failure reported", func() bool { _, f := h.obs.counts(); return f == 1 })
+	if serial(h.r.Current()) != b.Cert.SerialNumber.String() {
+		t.Fatal("bad content replaced the last good material")
+	}
+	// The same bad content, seen again (poll, resync, spurious event), is not counted again.
+	for range 5 {
+		if err := h.r.Reload(context.Background()); hotcert.ReasonOf(err) != hotcert.ReasonKeyMismatch {
+			t.Fatalf("Reload = %v, want key mismatch", err)
+		}
+	}
+	if _, f := h.obs.counts(); f != 1 || h.logs.count("TLS certificate reload failed") != 1 {
+		t.Fatalf("failures counted %d, logged %d; want 1 each", f, h.logs.count("TLS certificate reload failed"))
+	}
+	st := h.r.Status()
+	if st.LastError == nil || st.Failures != 1 {
+		t.Fatalf("status %+v", st)
+	}
+
+	h.src.Set(identity(c), nil) // the next good write recovers
+	waitFor(t, "c served", func() bool { return serial(h.r.Current()) == c.Cert.SerialNumber.String() })
+	if loads, f := h.obs.counts(); loads != 2 || f != 1 {
+		t.Fatalf("loads %d failures %d, want 2 and 1", loads, f)
+	}
+	if h.r.Current().Generation() != 3 || h.r.Status().LastError != nil {
+		t.Fatalf("generation %d, last error %v", h.r.Current().Generation(), h.r.Status().LastError)
+	}
+	if n := h.logs.count("TLS certificate reloaded"); n != 2 {
+		t.Fatalf("%d reload lines, want 2", n)
+	}
+	assertNoKeyMaterial(t, h.logs.String(), a, b, c)
+}
+
+func TestReloaderIdenticalContentIsNoChange(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	a := ca.MustIssue()
+	h := startReloader(t, identity(a))
+	renamed := identity(a)
+	renamed.Cert.Name, renamed.Key.Name = "/elsewhere/tls.crt", "/elsewhere/tls.key"
+	for range 10 {
+		h.src.Set(renamed, nil)
+	}
+	waitFor(t, "reads", func() bool { return h.src.reads.Load() >= 3 })
+	if err := h.r.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if loads, f := h.obs.counts(); loads != 0 || f != 0 || h.r.Current().Generation() != 1 {
+		t.Fatalf("identical content caused loads=%d failures=%d generation=%d", loads, f, h.r.Current().Generation())
+	}
+}
+
+func TestReloaderSettleWindowAbsorbsNonAtomicWrites(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	a, b := ca.MustIssue(), ca.MustIssue()
+	h := startReloader(t, identity(a), hotcert.WithSettle(5*time.Second))
+	half := identity(b)
+	half.Key.Data = a.KeyPEM // certificate written, key not yet
+	h.src.Set(half, nil)
+	waitFor(t, "mid-write content read", func() bool { return h.src.reads.Load() >= 1 })
+	h.src.Set(identity(b), nil) // key written
+	waitFor(t, "b served", func() bool { return serial(h.r.Current()) == b.Cert.SerialNumber.String() })
+	if _, f := h.obs.counts(); f != 0 || h.logs.count("TLS certificate reload failed") != 0 {
+		t.Fatal("a mismatch inside the settle window was reported as a failure")
+	}
+}
+
+func TestReloaderSettleWindowEndsInOneFailure(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	a, b := ca.MustIssue(), ca.MustIssue()
+	h := startReloader(t, identity(a), hotcert.WithSettle(100*time.Millisecond))
+	bad := identity(b)
+	bad.Key.Data = a.KeyPEM
+	h.src.Set(bad, nil) // one event only: the retry timer must finish the job
+	waitFor(t, "failure after settle", func() bool { _, f := h.obs.counts(); return f == 1 })
+	reads := h.src.reads.Load()
+	time.Sleep(300 * time.Millisecond) // no hot loop once reported: reads stay put
+	if got := h.src.reads.Load(); got != reads {
+		t.Fatalf("reloader kept re-reading after reporting: %d -> %d reads", reads, got)
+	}
+}
+
+func TestReloaderReadErrorCountedOnce(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	a := ca.MustIssue()
+	h := startReloader(t, identity(a), hotcert.WithSettle(0))
+	missing := &hotcert.Error{Input: "/tls/tls.crt", Reason: hotcert.ReasonMissing, Detail: "does not exist"}
+	h.src.Set(hotcert.Content{}, missing)
+	h.src.Set(hotcert.Content{}, missing)
+	waitFor(t, "failure", func() bool { _, f := h.obs.counts(); return f == 1 })
+	_ = h.r.Reload(context.Background())
+	if _, f := h.obs.counts(); f != 1 {
+		t.Fatalf("%d failures for one missing file", f)
+	}
+	if !strings.Contains(h.logs.String(), "/tls/tls.crt: does not exist") || !strings.Contains(h.logs.String(), "listener=test") {
+		t.Fatalf("failure line lacks input or listener: %s", h.logs.String())
+	}
+	h.src.Set(identity(a), nil) // back to the content in use: not a reload, but clears the failure
+	waitFor(t, "failure cleared", func() bool { return h.r.Status().LastError == nil })
+}
+
+func TestReloaderPollCatchesSilentChange(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	a, b := ca.MustIssue(), ca.MustIssue()
+	h := startReloader(t, identity(a), hotcert.WithPollInterval(20*time.Millisecond))
+	h.src.silent = true
+	h.src.Set(identity(b), nil)
+	waitFor(t, "poll picks up b", func() bool { return serial(h.r.Current()) == b.Cert.SerialNumber.String() })
+}
+
+func TestNewFailsFastAndWaits(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	a := ca.MustIssue(hotcerttest.WithValidity(time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)))
+	_, err := hotcert.New(context.Background(), newMemSource(identity(a)))
+	if hotcert.ReasonOf(err) != hotcert.ReasonExpired || !strings.Contains(err.Error(), "initial load from memory") {
+		t.Fatalf("New with expired certificate: %v", err)
+	}
+
+	src := newMemSource(hotcert.Content{})
+	src.err = &hotcert.Error{Input: "Secret ns/tls", Reason: hotcert.ReasonMissing, Detail: "not found"}
+	good := ca.MustIssue()
+	go func() {
+		time.Sleep(150 * time.Millisecond)
+		src.Set(identity(good), nil)
+	}()
+	r, err := hotcert.New(context.Background(), src, hotcert.WithInitialWait(10*time.Second))
+	if err != nil {
+		t.Fatalf("New with initial wait: %v", err)
+	}
+	r.Close()
+
+	src2 := newMemSource(hotcert.Content{})
+	src2.err = errors.New("boom")
+	if _, err := hotcert.New(context.Background(), src2, hotcert.WithInitialWait(50*time.Millisecond)); err == nil {
+		t.Fatal("New succeeded on a source that never became readable")
+	}
+}
+
+func TestReloaderCloseStopsEveryGoroutine(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	before := runtime.NumGoroutine()
+	for range 5 {
+		r, err := hotcert.New(context.Background(), newMemSource(identity(ca.MustIssue())), hotcert.WithPollInterval(time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		unsub := r.Subscribe(func(_, _ *hotcert.Material) {})
+		done := make(chan error)
+		go func() { done <- r.Start(context.Background()) }()
+		r.Trigger()
+		unsub()
+		r.Close()
+		<-done
+		r.Close() // idempotent
+	}
+	waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+}
+
+func TestStoreSubscribeCoalesces(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	mats := make([]*hotcert.Material, 50)
+	for i := range mats {
+		m, err := hotcert.Validate(identity(ca.MustIssue()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mats[i] = m
+	}
+	s := hotcert.NewStore(mats[0])
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var calls [][2]*hotcert.Material
+	unsub := s.Subscribe(func(prev, next *hotcert.Material) {
+		<-release
+		mu.Lock()
+		calls = append(calls, [2]*hotcert.Material{prev, next})
+		mu.Unlock()
+	})
+	defer unsub()
+	for _, m := range mats[1:] {
+		s.Set(m)
+	}
+	close(release)
+	waitFor(t, "last material seen", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(calls) > 0 && calls[len(calls)-1][1] == mats[len(mats)-1]
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) > 2 || calls[0][0] != mats[0] {
+		t.Fatalf("%d callbacks for 49 changes (want coalesced to at most 2), first prev is the original: %v", len(calls), calls[0][0] == mats[0])
+	}
+	for i := 1; i < len(calls); i++ {
+		if calls[i][0] != calls[i-1][1] {
+			t.Fatal("callbacks do not chain prev to the last next")
+		}
+	}
+}
+
+func TestCurrentDoesNotAllocate(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	r, err := hotcert.New(context.Background(), newMemSource(identity(ca.MustIssue())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var sink *hotcert.Material
+	if n := testing.AllocsPerRun(1000, func() { sink = r.Current() }); n != 0 {
+		t.Fatalf("Current allocates %v times per call", n)
+	}
+	_ = sink
+}
