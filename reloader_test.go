@@ -1,7 +1,6 @@
 package hotcert_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/internal/testutil"
 )
 
 // memSource is an in-memory hotcert.Source: Set changes its content and notifies.
@@ -59,66 +59,16 @@ func (s *memSource) Watch(ctx context.Context, changed func()) error {
 
 func (s *memSource) String() string { return "memory" }
 
-// countingObserver counts observer calls.
-type countingObserver struct {
-	mu       sync.Mutex
-	loads    int
-	initial  int
-	failures []error
-}
-
-func (o *countingObserver) ObserveLoad(_ string, _ *hotcert.Material, initial bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if initial {
-		o.initial++
-	} else {
-		o.loads++
-	}
-}
-
-func (o *countingObserver) ObserveFailure(_ string, err error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.failures = append(o.failures, err)
-}
-
-func (o *countingObserver) counts() (loads, failures int) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.loads, len(o.failures)
-}
-
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-func (b *syncBuffer) count(msg string) int { return strings.Count(b.String(), `msg="`+msg+`"`) }
-
 type harness struct {
 	src  *memSource
 	r    *hotcert.Reloader
-	obs  *countingObserver
-	logs *syncBuffer
+	obs  *testutil.Observer
+	logs *testutil.LogBuffer
 }
 
 func startReloader(t *testing.T, c hotcert.Content, opts ...hotcert.Option) *harness {
 	t.Helper()
-	h := &harness{src: newMemSource(c), obs: &countingObserver{}, logs: &syncBuffer{}}
+	h := &harness{src: newMemSource(c), obs: &testutil.Observer{}, logs: &testutil.LogBuffer{}}
 	logger := slog.New(slog.NewTextHandler(h.logs, nil))
 	opts = append([]hotcert.Option{hotcert.WithLogger(logger), hotcert.WithObserver(h.obs), hotcert.WithComponent("test"), hotcert.WithPollInterval(0)}, opts...)
 	r, err := hotcert.New(context.Background(), h.src, opts...)
@@ -137,18 +87,6 @@ func startReloader(t *testing.T, c hotcert.Content, opts ...hotcert.Option) *har
 	return h
 }
 
-// waitFor polls cond until it holds or the deadline passes (bounded, no fixed sleeps).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func serial(m *hotcert.Material) string { return m.Leaf().SerialNumber.String() }
 
 func TestReloaderSwapsGoodContentAndKeepsLastGood(t *testing.T) {
@@ -160,12 +98,12 @@ func TestReloaderSwapsGoodContentAndKeepsLastGood(t *testing.T) {
 	}
 
 	h.src.Set(identity(b), nil)
-	waitFor(t, "b served", func() bool { return serial(h.r.Current()) == b.Cert.SerialNumber.String() })
+	testutil.WaitFor(t, "b served", func() bool { return serial(h.r.Current()) == b.Cert.SerialNumber.String() })
 
 	bad := identity(c)
 	bad.Key.Data = a.KeyPEM // mismatch
 	h.src.Set(bad, nil)
-	waitFor(t, "failure reported", func() bool { _, f := h.obs.counts(); return f == 1 })
+	testutil.WaitFor(t, "failure reported", func() bool { return len(h.obs.Failures()) == 1 })
 	if serial(h.r.Current()) != b.Cert.SerialNumber.String() {
 		t.Fatal("bad content replaced the last good material")
 	}
@@ -175,8 +113,8 @@ func TestReloaderSwapsGoodContentAndKeepsLastGood(t *testing.T) {
 			t.Fatalf("Reload = %v, want key mismatch", err)
 		}
 	}
-	if _, f := h.obs.counts(); f != 1 || h.logs.count("TLS certificate reload failed") != 1 {
-		t.Fatalf("failures counted %d, logged %d; want 1 each", f, h.logs.count("TLS certificate reload failed"))
+	if f := len(h.obs.Failures()); f != 1 || h.logs.Count("TLS certificate reload failed") != 1 {
+		t.Fatalf("failures counted %d, logged %d; want 1 each", f, h.logs.Count("TLS certificate reload failed"))
 	}
 	st := h.r.Status()
 	if st.LastError == nil || st.Failures != 1 {
@@ -184,14 +122,14 @@ func TestReloaderSwapsGoodContentAndKeepsLastGood(t *testing.T) {
 	}
 
 	h.src.Set(identity(c), nil) // the next good write recovers
-	waitFor(t, "c served", func() bool { return serial(h.r.Current()) == c.Cert.SerialNumber.String() })
-	if loads, f := h.obs.counts(); loads != 2 || f != 1 {
+	testutil.WaitFor(t, "c served", func() bool { return serial(h.r.Current()) == c.Cert.SerialNumber.String() })
+	if loads, f := h.obs.Loads(), len(h.obs.Failures()); loads != 2 || f != 1 {
 		t.Fatalf("loads %d failures %d, want 2 and 1", loads, f)
 	}
 	if h.r.Current().Generation() != 3 || h.r.Status().LastError != nil {
 		t.Fatalf("generation %d, last error %v", h.r.Current().Generation(), h.r.Status().LastError)
 	}
-	if n := h.logs.count("TLS certificate reloaded"); n != 2 {
+	if n := h.logs.Count("TLS certificate reloaded"); n != 2 {
 		t.Fatalf("%d reload lines, want 2", n)
 	}
 	assertNoKeyMaterial(t, h.logs.String(), a, b, c)
@@ -206,11 +144,11 @@ func TestReloaderIdenticalContentIsNoChange(t *testing.T) {
 	for range 10 {
 		h.src.Set(renamed, nil)
 	}
-	waitFor(t, "reads", func() bool { return h.src.reads.Load() >= 3 })
+	testutil.WaitFor(t, "reads", func() bool { return h.src.reads.Load() >= 3 })
 	if err := h.r.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if loads, f := h.obs.counts(); loads != 0 || f != 0 || h.r.Current().Generation() != 1 {
+	if loads, f := h.obs.Loads(), len(h.obs.Failures()); loads != 0 || f != 0 || h.r.Current().Generation() != 1 {
 		t.Fatalf("identical content caused loads=%d failures=%d generation=%d", loads, f, h.r.Current().Generation())
 	}
 }
@@ -222,10 +160,10 @@ func TestReloaderSettleWindowAbsorbsNonAtomicWrites(t *testing.T) {
 	half := identity(b)
 	half.Key.Data = a.KeyPEM // certificate written, key not yet
 	h.src.Set(half, nil)
-	waitFor(t, "mid-write content read", func() bool { return h.src.reads.Load() >= 1 })
+	testutil.WaitFor(t, "mid-write content read", func() bool { return h.src.reads.Load() >= 1 })
 	h.src.Set(identity(b), nil) // key written
-	waitFor(t, "b served", func() bool { return serial(h.r.Current()) == b.Cert.SerialNumber.String() })
-	if _, f := h.obs.counts(); f != 0 || h.logs.count("TLS certificate reload failed") != 0 {
+	testutil.WaitFor(t, "b served", func() bool { return serial(h.r.Current()) == b.Cert.SerialNumber.String() })
+	if f := len(h.obs.Failures()); f != 0 || h.logs.Count("TLS certificate reload failed") != 0 {
 		t.Fatal("a mismatch inside the settle window was reported as a failure")
 	}
 }
@@ -237,7 +175,7 @@ func TestReloaderSettleWindowEndsInOneFailure(t *testing.T) {
 	bad := identity(b)
 	bad.Key.Data = a.KeyPEM
 	h.src.Set(bad, nil) // one event only: the retry timer must finish the job
-	waitFor(t, "failure after settle", func() bool { _, f := h.obs.counts(); return f == 1 })
+	testutil.WaitFor(t, "failure after settle", func() bool { return len(h.obs.Failures()) == 1 })
 	reads := h.src.reads.Load()
 	time.Sleep(300 * time.Millisecond) // no hot loop once reported: reads stay put
 	if got := h.src.reads.Load(); got != reads {
@@ -252,16 +190,16 @@ func TestReloaderReadErrorCountedOnce(t *testing.T) {
 	missing := &hotcert.Error{Input: "/tls/tls.crt", Reason: hotcert.ReasonMissing, Detail: "does not exist"}
 	h.src.Set(hotcert.Content{}, missing)
 	h.src.Set(hotcert.Content{}, missing)
-	waitFor(t, "failure", func() bool { _, f := h.obs.counts(); return f == 1 })
+	testutil.WaitFor(t, "failure", func() bool { return len(h.obs.Failures()) == 1 })
 	_ = h.r.Reload(context.Background())
-	if _, f := h.obs.counts(); f != 1 {
+	if f := len(h.obs.Failures()); f != 1 {
 		t.Fatalf("%d failures for one missing file", f)
 	}
 	if !strings.Contains(h.logs.String(), "/tls/tls.crt: does not exist") || !strings.Contains(h.logs.String(), "listener=test") {
 		t.Fatalf("failure line lacks input or listener: %s", h.logs.String())
 	}
 	h.src.Set(identity(a), nil) // back to the content in use: not a reload, but clears the failure
-	waitFor(t, "failure cleared", func() bool { return h.r.Status().LastError == nil })
+	testutil.WaitFor(t, "failure cleared", func() bool { return h.r.Status().LastError == nil })
 }
 
 func TestReloaderPollCatchesSilentChange(t *testing.T) {
@@ -270,7 +208,7 @@ func TestReloaderPollCatchesSilentChange(t *testing.T) {
 	h := startReloader(t, identity(a), hotcert.WithPollInterval(20*time.Millisecond))
 	h.src.silent = true
 	h.src.Set(identity(b), nil)
-	waitFor(t, "poll picks up b", func() bool { return serial(h.r.Current()) == b.Cert.SerialNumber.String() })
+	testutil.WaitFor(t, "poll picks up b", func() bool { return serial(h.r.Current()) == b.Cert.SerialNumber.String() })
 }
 
 func TestNewFailsFastAndWaits(t *testing.T) {
@@ -318,7 +256,7 @@ func TestReloaderCloseStopsEveryGoroutine(t *testing.T) {
 		<-done
 		r.Close() // idempotent
 	}
-	waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+	testutil.WaitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
 }
 
 func TestStoreSubscribeCoalesces(t *testing.T) {
@@ -346,7 +284,7 @@ func TestStoreSubscribeCoalesces(t *testing.T) {
 		s.Set(m)
 	}
 	close(release)
-	waitFor(t, "last material seen", func() bool {
+	testutil.WaitFor(t, "last material seen", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(calls) > 0 && calls[len(calls)-1][1] == mats[len(mats)-1]

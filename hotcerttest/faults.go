@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"strings"
 )
 
 // Truncate returns a copy of data cut in the middle of the base64 body of its
@@ -50,4 +51,21 @@ func WriteFileNonAtomic(path string, data []byte) error {
 		return fmt.Errorf("hotcerttest: write non-atomic: %w", err)
 	}
 	return nil
+}
+
+// ContainsKeyMaterial reports whether s (a log, an error message, a metrics page)
+// contains a PEM private key header or any 16-character fragment of the base64 body
+// of one of the leaves' private keys. Tests use it to prove that nothing leaks keys.
+func ContainsKeyMaterial(s string, leaves ...*Leaf) bool {
+	if strings.Contains(s, "PRIVATE KEY") {
+		return true
+	}
+	for _, l := range leaves {
+		for _, line := range bytes.Split(l.KeyPEM, []byte("\n")) {
+			if len(line) >= 16 && !bytes.HasPrefix(line, []byte("-----")) && strings.Contains(s, string(line[:16])) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -1,0 +1,91 @@
+// Package testutil holds small helpers shared by hotcert's tests: a goroutine-safe
+// log sink, an Observer that counts, and a bounded condition poll.
+package testutil
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hotcert/hotcert"
+)
+
+// LogBuffer is a goroutine-safe io.Writer for slog handlers.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String returns everything written so far.
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// Count returns how many text-handler lines carry the message msg.
+func (b *LogBuffer) Count(msg string) int { return strings.Count(b.String(), `msg="`+msg+`"`) }
+
+// Observer is a hotcert.Observer that counts calls.
+type Observer struct {
+	mu       sync.Mutex
+	initial  int
+	loads    int
+	failures []error
+}
+
+var _ hotcert.Observer = (*Observer)(nil)
+
+// ObserveLoad implements hotcert.Observer.
+func (o *Observer) ObserveLoad(_ string, _ *hotcert.Material, initial bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if initial {
+		o.initial++
+	} else {
+		o.loads++
+	}
+}
+
+// ObserveFailure implements hotcert.Observer.
+func (o *Observer) ObserveFailure(_ string, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.failures = append(o.failures, err)
+}
+
+// Loads returns the number of reloads (initial load excluded).
+func (o *Observer) Loads() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.loads
+}
+
+// Failures returns the reported failures.
+func (o *Observer) Failures() []error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]error(nil), o.failures...)
+}
+
+// WaitFor polls cond every 2 ms until it holds, failing the test after 10 s. It
+// waits for a condition, never for a fixed time.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
