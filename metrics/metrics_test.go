@@ -18,8 +18,8 @@ import (
 type staticSource struct{ c hotcert.Content }
 
 func (s staticSource) Read(context.Context) (hotcert.Content, error) { return s.c, nil }
-func (staticSource) Watch(ctx context.Context, _ func()) error     { <-ctx.Done(); return nil }
-func (staticSource) String() string                                { return "static" }
+func (staticSource) Watch(ctx context.Context, _ func()) error       { <-ctx.Done(); return nil }
+func (staticSource) String() string                                  { return "static" }
 
 func material(t *testing.T, ca *hotcerttest.CA, bundle ...*hotcerttest.CA) *hotcert.Material {
 	t.Helper()
