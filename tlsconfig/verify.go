@@ -1,0 +1,77 @@
+package tlsconfig
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Extended key usages checked for each side; never modified.
+var (
+	serverAuth = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	clientAuth = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+)
+
+// verifyChain verifies a peer's certificate chain exactly as crypto/tls does
+// (handshake_client.go verifyServerCertificate, handshake_server.go
+// processCertsFromClient): the peer's other certificates are intermediates, name is
+// the DNS name or IP address the leaf must match ("" skips the name check, as for a
+// client certificate), usages the required extended key usages, now the time
+// (zero: time.Now). The error wraps the x509 error in a tls.CertificateVerificationError,
+// as crypto/tls returns it.
+func verifyChain(certs []*x509.Certificate, roots *x509.CertPool, name string, usages []x509.ExtKeyUsage, now time.Time) error {
+	if len(certs) == 0 {
+		return errors.New("tlsconfig: peer presented no certificate")
+	}
+	if roots == nil {
+		return errors.New("tlsconfig: no CA bundle to verify the peer certificate against")
+	}
+	opts := x509.VerifyOptions{
+		Roots:         roots,
+		CurrentTime:   now,
+		DNSName:       name,
+		Intermediates: x509.NewCertPool(),
+		KeyUsages:     usages,
+	}
+	for _, c := range certs[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	if _, err := certs[0].Verify(opts); err != nil {
+		return &tls.CertificateVerificationError{UnverifiedCertificates: certs, Err: err}
+	}
+	return nil
+}
+
+// resumptionCheck re-verifies the peer of a resumed session against the trust of
+// the config it is attached to. Full handshakes return at once: crypto/tls has
+// just verified them against the same pool. A resumed session carries the peer
+// chain of the handshake that created it, possibly under a CA that is gone since
+// (cf. CVE-2025-68121, golang/go#77217); Go 1.26 already skips such sessions, and
+// this check makes sure of it whatever the standard library does.
+type resumptionCheck struct {
+	roots  *x509.CertPool
+	usages []x509.ExtKeyUsage
+	time   func() time.Time
+	next   func(tls.ConnectionState) error
+}
+
+func (r *resumptionCheck) verify(cs tls.ConnectionState) error {
+	if cs.DidResume && len(cs.PeerCertificates) > 0 {
+		if err := verifyChain(cs.PeerCertificates, r.roots, "", r.usages, now(r.time)); err != nil {
+			return fmt.Errorf("tlsconfig: resumed session refused, its peer no longer verifies against the current CA bundle: %w", err)
+		}
+	}
+	if r.next != nil {
+		return r.next(cs)
+	}
+	return nil
+}
+
+func now(f func() time.Time) time.Time {
+	if f != nil {
+		return f()
+	}
+	return time.Time{} // x509 then uses time.Now
+}
