@@ -3,11 +3,14 @@ package tlsconfig_test
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/credentials"
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/hotcerttest"
@@ -171,4 +174,19 @@ func keyPair(t testing.TB, chainPEM, keyPEM []byte) tls.Certificate {
 		t.Fatal(err)
 	}
 	return c
+}
+
+type x509Cert = x509.Certificate
+
+// stateConn exposes the TLS state of a gRPC handshake's AuthInfo.
+type stateConn struct {
+	net.Conn
+	info credentials.AuthInfo
+}
+
+func (c stateConn) ConnectionState() tls.ConnectionState {
+	if ti, ok := c.info.(credentials.TLSInfo); ok {
+		return ti.State
+	}
+	return tls.ConnectionState{}
 }

@@ -67,8 +67,8 @@ func hookServer(cfg *tls.Config, p hotcert.Provider, s *settings) {
 type server struct {
 	identity hotcert.Provider
 	trust    hotcert.Provider // nil: the identity provider's bundle
-	tmpl            *tls.Config
-	cache           configCache
+	tmpl     *tls.Config
+	cache    configCache
 }
 
 func (s *server) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
