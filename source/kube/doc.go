@@ -1,0 +1,28 @@
+// Package kube is a [hotcert.Source] that reads TLS material from one Kubernetes
+// Secret (a kubernetes.io/tls Secret: tls.crt, tls.key, optional ca.crt) or one
+// ConfigMap (a CA bundle, e.g. a trust-manager Bundle target).
+//
+// Each source runs an informer restricted by a metadata.name field selector to its one
+// object, so the process caches nothing else — not the other Secrets of the namespace,
+// not Helm's release Secrets — and needs only get/list/watch on that one name:
+//
+//	rules:
+//	- apiGroups: [""]
+//	  resources: ["secrets"]
+//	  resourceNames: ["api-tls"]
+//	  verbs: ["get", "list", "watch"]
+//
+// Until the informer runs (before hotcert.Reloader.Start), Read fetches the object with
+// one GET, so the first load works and fails fast. Informer resyncs and updates that
+// do not touch the consumed keys cost one hash comparison in the Reloader: no reload,
+// no log line, no metric. A deleted object keeps the last good material serving (and
+// is reported once); a recreated one is loaded. When the watch breaks or the API server
+// restarts, the informer re-lists, so a change made in between is not lost.
+//
+// Combine identity and trust from different objects with hotcert.Compose:
+//
+//	src := hotcert.Compose(
+//		kube.NewSecret(clientset, "ns", "api-tls"),
+//		kube.NewConfigMap(clientset, "ns", "agent-ca"),
+//	)
+package kube
