@@ -1,0 +1,266 @@
+// Package reload is the engine behind every hotcert reloader: it re-reads a source on
+// change notifications, poll ticks and settle retries, deduplicates by content hash,
+// validates, publishes good content, and reports bad content once. It is generic over
+// the raw content C a source returns and the validated value T it publishes, so TLS
+// material (package hotcert) and JWT key sets (package jwtkeys) share one behaviour:
+// fast on atomic swaps, calm on non-atomic writers, keep-last-good, count once.
+package reload
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Source reads raw content C and reports possible changes. See hotcert.Source.
+type Source[C any] interface {
+	Read(ctx context.Context) (C, error)
+	Watch(ctx context.Context, changed func()) error
+	String() string
+}
+
+// Spec tells the engine how to handle content.
+type Spec[C, T any] struct {
+	// Hash identifies content: equal hashes are the same content.
+	Hash func(C) [32]byte
+	// Validate turns content into the value to publish.
+	Validate func(C) (T, error)
+	// CurrentHash returns the content hash of the value in use.
+	CurrentHash func() [32]byte
+	// Publish makes v the value in use; it runs on the engine's goroutine after
+	// successful validation of content not in use.
+	Publish func(v T)
+	// Failed reports bad content once, after its settle window.
+	Failed func(err error)
+	// WatchFailed reports that the source's watch ended with an error; it is
+	// restarted after retryIn, and polling covers the gap.
+	WatchFailed func(err error, retryIn time.Duration)
+	// Settle is how long failing content is treated as "maybe mid-write".
+	Settle time.Duration
+	// Poll is the interval of re-reads without notifications (0: none).
+	Poll time.Duration
+}
+
+const (
+	firstRetry    = 25 * time.Millisecond
+	maxWatchRetry = 30 * time.Second
+)
+
+// Engine runs a Spec over a Source.
+type Engine[C, T any] struct {
+	spec Spec[C, T]
+	src  Source[C]
+	kick chan struct{}
+
+	started  atomic.Bool
+	closing  chan struct{}
+	closeOne sync.Once
+	stopped  chan struct{}
+
+	mu          sync.Mutex // serialises checks and guards the fields below
+	pendingAt   time.Time  // when failing content was first seen; zero when none pends
+	retryDelay  time.Duration
+	retryIn     time.Duration // >0: check again after this long (settle window)
+	reported    bool          // lastFailKey has been reported
+	lastFailKey [32]byte
+	lastErr     error
+	lastErrAt   time.Time
+	failures    uint64
+}
+
+// New returns an engine; nothing runs until Run.
+func New[C, T any](src Source[C], spec Spec[C, T]) *Engine[C, T] {
+	return &Engine[C, T]{spec: spec, src: src, kick: make(chan struct{}, 1), closing: make(chan struct{}), stopped: make(chan struct{})}
+}
+
+// Initial reads and validates the first value, retrying with backoff for up to wait.
+func (e *Engine[C, T]) Initial(ctx context.Context, wait time.Duration) (T, error) {
+	deadline := time.Now().Add(wait)
+	delay := 100 * time.Millisecond
+	for {
+		c, err := e.src.Read(ctx)
+		var v T
+		if err == nil {
+			if v, err = e.spec.Validate(c); err == nil {
+				return v, nil
+			}
+		}
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			return v, err
+		}
+		t := time.NewTimer(min(delay, remaining))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return v, errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
+}
+
+// Trigger asks for a re-read soon; it never blocks and coalesces.
+func (e *Engine[C, T]) Trigger() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Status is the engine's failure state.
+type Status struct {
+	LastError   error
+	LastErrorAt time.Time
+	Failures    uint64
+}
+
+// Status returns the last reported failure (nil once good content was seen after it).
+func (e *Engine[C, T]) Status() Status {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := Status{Failures: e.failures}
+	if e.reported {
+		st.LastError, st.LastErrorAt = e.lastErr, e.lastErrAt
+	}
+	return st
+}
+
+// Run follows the source until ctx is done or Close is called. It may run once.
+func (e *Engine[C, T]) Run(ctx context.Context) error {
+	if !e.started.CompareAndSwap(false, true) {
+		return errors.New("reload: already started")
+	}
+	defer close(e.stopped)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-e.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+
+	var watchers sync.WaitGroup
+	defer watchers.Wait()
+	watchers.Go(func() { e.watch(ctx) })
+
+	var tick <-chan time.Time
+	if e.spec.Poll > 0 {
+		t := time.NewTicker(e.spec.Poll)
+		defer t.Stop()
+		tick = t.C
+	}
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-e.kick:
+		case <-tick:
+		case <-retry.C:
+		}
+		_ = e.Check(ctx)
+		e.mu.Lock()
+		in := e.retryIn
+		e.mu.Unlock()
+		retry.Stop()
+		if in > 0 {
+			retry.Reset(in)
+		}
+	}
+}
+
+// watch runs the source's Watch, restarting it with backoff: a watch error never
+// ends reloading (polling covers the gap).
+func (e *Engine[C, T]) watch(ctx context.Context) {
+	delay := time.Second
+	for {
+		err := e.src.Watch(ctx, e.Trigger)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil && e.spec.WatchFailed != nil {
+			e.spec.WatchFailed(err, delay)
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		e.Trigger() // anything may have changed while no watch was up
+		delay = min(2*delay, maxWatchRetry)
+	}
+}
+
+// Close stops Run and waits for its goroutines. Safe to call more than once, and
+// before or without Run.
+func (e *Engine[C, T]) Close() {
+	e.closeOne.Do(func() { close(e.closing) })
+	if e.started.Load() {
+		<-e.stopped
+	}
+}
+
+// Check re-reads the source now and publishes or rejects the result. It returns nil
+// when the value in use matches the source's current content, else the error.
+func (e *Engine[C, T]) Check(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.retryIn = 0
+
+	c, err := e.src.Read(ctx)
+	if ctx.Err() != nil {
+		return ctx.Err() // shutting down: not the content's fault
+	}
+	var key [32]byte
+	if err == nil {
+		key = e.spec.Hash(c)
+	} else {
+		// A read error has no content; its message identifies it so that the same
+		// missing file is reported once, not once per poll.
+		key = sha256.Sum256([]byte("hotcert read error\x00" + err.Error()))
+	}
+	if err == nil && key == e.spec.CurrentHash() {
+		e.pendingAt, e.reported, e.lastErr = time.Time{}, false, nil
+		return nil
+	}
+	if e.reported && key == e.lastFailKey {
+		return e.lastErr
+	}
+	var v T
+	if err == nil {
+		v, err = e.spec.Validate(c)
+	}
+	if err == nil {
+		e.pendingAt, e.reported, e.lastErr = time.Time{}, false, nil
+		e.spec.Publish(v)
+		return nil
+	}
+
+	now := time.Now()
+	if e.pendingAt.IsZero() {
+		e.pendingAt, e.retryDelay = now, firstRetry
+	}
+	if waited := now.Sub(e.pendingAt); waited < e.spec.Settle {
+		// Maybe mid-write (certificate written, key not yet): look again soon, and
+		// once more at the end of the window, before calling it a failure.
+		e.retryIn = min(e.retryDelay, e.spec.Settle-waited)
+		e.retryDelay *= 2
+		return err
+	}
+	e.pendingAt = time.Time{}
+	e.reported, e.lastFailKey, e.lastErr, e.lastErrAt = true, key, err, now
+	e.failures++
+	e.spec.Failed(err)
+	return err
+}
