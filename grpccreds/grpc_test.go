@@ -349,7 +349,7 @@ func TestClientCredentialsInfoCloneOverride(t *testing.T) {
 	}
 }
 
-func hotcertMaterial(t *testing.T, leaf *hotcerttest.Leaf, cas ...*hotcerttest.CA) *hotcert.Material {
+func hotcertMaterial(t testing.TB, leaf *hotcerttest.Leaf, cas ...*hotcerttest.CA) *hotcert.Material {
 	t.Helper()
 	m, err := hotcert.Validate(hotcert.Content{
 		Cert: hotcert.Input{Name: "tls.crt", Data: leaf.ChainPEM},
