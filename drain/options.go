@@ -1,0 +1,84 @@
+package drain
+
+import (
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/hotcert/hotcert"
+)
+
+// Provider is what the drain policies follow: the current material and its changes.
+// A *hotcert.Reloader is one.
+type Provider interface {
+	hotcert.Provider
+	hotcert.Notifier
+}
+
+// DefaultGrace bounds how long a drained connection's in-flight RPCs may run after
+// the GOAWAY before the connection is closed.
+const DefaultGrace = 30 * time.Second
+
+// Option configures a [Server].
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	identity    Provider
+	window      time.Duration
+	trust       Provider
+	grace       time.Duration
+	logger      *slog.Logger
+	metrics     *Metrics
+	component   string
+	randFloat64 func() float64
+}
+
+func defaultConfig() config {
+	return config{
+		grace:       DefaultGrace,
+		logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		component:   "default",
+		randFloat64: rand.Float64,
+	}
+}
+
+// WithIdentityDrain drains the connections established under a previous certificate
+// of p whenever p's certificate changes, each at a uniformly random time within
+// window (0 drains them all at once).
+func WithIdentityDrain(p Provider, window time.Duration) Option {
+	return optionFunc(func(c *config) { c.identity, c.window = p, window })
+}
+
+// WithTrustCut drains, promptly, the connections whose peer certificate chain no
+// longer verifies (for client authentication, at the current time) against p's CA
+// bundle whenever that bundle changes.
+func WithTrustCut(p Provider) Option {
+	return optionFunc(func(c *config) { c.trust = p })
+}
+
+// WithGrace bounds how long in-flight RPCs of a drained connection may run after its
+// GOAWAY (default [DefaultGrace]).
+func WithGrace(d time.Duration) Option { return optionFunc(func(c *config) { c.grace = d }) }
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) {
+		if l != nil {
+			c.logger = l
+		}
+	})
+}
+
+// WithMetrics reports drains to m.
+func WithMetrics(m *Metrics) Option { return optionFunc(func(c *config) { c.metrics = m }) }
+
+// WithComponent names the server in logs and metric labels (default "default").
+func WithComponent(name string) Option { return optionFunc(func(c *config) { c.component = name }) }
+
+// withRand injects the random source of drain offsets (tests).
+func withRand(f func() float64) Option { return optionFunc(func(c *config) { c.randFloat64 = f }) }
