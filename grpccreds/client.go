@@ -48,7 +48,7 @@ type delegateCache struct{ cur atomic.Pointer[delegate] }
 func (c *clientCreds) ClientHandshake(ctx context.Context, authority string, rawConn net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	cfg, err := c.dialer.Config(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("grpccreds: %w", err)
+		return nil, nil, fmt.Errorf("grpccreds: client handshake with %s: %w", authority, err)
 	}
 	d := c.shared.cur.Load()
 	if d == nil || d.cfg != cfg {
