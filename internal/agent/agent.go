@@ -1,0 +1,353 @@
+// Package agent is hotcert's reference agent (seed 002): it holds one long-lived
+// bidirectional gRPC stream to the control plane (register, heartbeat, receive
+// work) and reconnects with jittered backoff when it drops.
+//
+// The CA bundle the server certificate is verified against is re-read on every
+// connection, the first and every reconnect, and may hold several CAs, so a three
+// step CA rotation with a union bundle never fails a handshake. A bundle that does
+// not load keeps the last good one and is logged once ("agent TLS CA bundle reload
+// failed", file=<path>) and counted once; a missing or invalid bundle at startup is
+// an error from New. A handshake that fails verification fails the connection
+// attempt at once, with the x509 reason, instead of waiting for a deadline.
+//
+// Agents are cheap (one gRPC ClientConn and two goroutines while connected), so a
+// demo can run a thousand in one process.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+
+	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/grpccreds"
+	"github.com/hotcert/hotcert/internal/agentrpc"
+	"github.com/hotcert/hotcert/metrics"
+	"github.com/hotcert/hotcert/source/file"
+	"github.com/hotcert/hotcert/tlsconfig"
+)
+
+// Agent is one reference agent. Create it with New, run it with Run.
+type Agent struct {
+	cfg      Config
+	log      *slog.Logger
+	ca       *hotcert.Reloader
+	identity *hotcert.Reloader // client certificate, or nil
+	cc       *grpc.ClientConn
+	running  atomic.Bool
+
+	c counters
+}
+
+// New loads the CA bundle (and client certificate) and prepares the connection.
+// A missing or invalid file is an error. Call Run to connect.
+func New(cfg Config) (*Agent, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("agent", cfg.ID)}
+	a.c.init()
+
+	var observer hotcert.Observer
+	if cfg.Registerer != nil {
+		rec, err := metrics.New(cfg.Registerer, cfg.MetricsOptions...)
+		if err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		observer = rec
+		if err := cfg.Registerer.Register(&collector{a: a}); err != nil {
+			return nil, fmt.Errorf("agent: register metrics: %w", err)
+		}
+	}
+	load := func(src hotcert.Source, component string, extra ...hotcert.Option) (*hotcert.Reloader, error) {
+		opts := []hotcert.Option{hotcert.WithComponent(component), hotcert.WithLogger(a.log)}
+		if observer != nil {
+			opts = append(opts, hotcert.WithObserver(observer))
+		}
+		return hotcert.New(context.Background(), src, append(append(opts, extra...), cfg.ReloaderOptions...)...)
+	}
+
+	caSrc, err := file.New(file.WithCA(cfg.CAFile))
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	a.ca, err = load(caSrc, ComponentCA,
+		hotcert.WithLogMessages("agent TLS CA bundle loaded", "agent TLS CA bundle reloaded", "agent TLS CA bundle reload failed"),
+		hotcert.WithLogAttrs("file", cfg.CAFile),
+		hotcert.WithValidation(hotcert.WithRequireTrust()))
+	if err != nil {
+		return nil, fmt.Errorf("agent: CA bundle: %w", err)
+	}
+	var provider hotcert.Provider = a.ca
+	opts := []tlsconfig.Option{tlsconfig.WithReloadOnDial(a.ca)}
+	if cfg.CertFile != "" {
+		idSrc, err := file.New(file.WithKeyPair(cfg.CertFile, cfg.KeyFile))
+		if err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		a.identity, err = load(idSrc, ComponentClientCert,
+			hotcert.WithLogAttrs("cert_file", cfg.CertFile, "key_file", cfg.KeyFile),
+			hotcert.WithValidation(hotcert.WithRequireIdentity()))
+		if err != nil {
+			return nil, fmt.Errorf("agent: client certificate: %w", err)
+		}
+		provider = a.identity
+		opts = append(opts, tlsconfig.WithTrust(a.ca), tlsconfig.WithReloadOnDial(a.identity))
+	}
+	if cfg.ServerName != "" {
+		opts = append(opts, tlsconfig.WithServerName(cfg.ServerName))
+	}
+	creds := &observedCreds{TransportCredentials: grpccreds.NewClient(provider, opts...), a: a}
+
+	target := cfg.Server
+	if !strings.Contains(target, "://") {
+		target = "passthrough:///" + target // no resolver goroutine per agent
+	}
+	a.cc, err = grpc.NewClient(target,
+		grpc.WithTransportCredentials(creds),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: cfg.MinBackoff, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.MaxBackoff},
+			MinConnectTimeout: cfg.ConnectTimeout,
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	return a, nil
+}
+
+// ID returns the agent's id.
+func (a *Agent) ID() string { return a.cfg.ID }
+
+// CA returns the reloader of the CA bundle: Current is what the next connection
+// trusts, Status the last reload error.
+func (a *Agent) CA() *hotcert.Reloader { return a.ca }
+
+// ClientCertificate returns the reloader of the client certificate, or nil.
+func (a *Agent) ClientCertificate() *hotcert.Reloader { return a.identity }
+
+// Run connects to the control plane and keeps a stream open until ctx is done,
+// reconnecting after drops (with a random delay up to ReconnectJitter) and after
+// failed attempts (with jittered exponential backoff). It returns nil when ctx is
+// done, and closes the agent: Run may be called once.
+func (a *Agent) Run(ctx context.Context) error {
+	if !a.running.CompareAndSwap(false, true) {
+		return errors.New("agent: Run called twice")
+	}
+	var wg sync.WaitGroup
+	defer func() {
+		a.cc.Close()
+		for _, r := range a.reloaders() {
+			r.Close()
+		}
+		wg.Wait()
+	}()
+	if a.cfg.Watch {
+		for _, r := range a.reloaders() {
+			wg.Go(func() { _ = r.Start(ctx) })
+		}
+	}
+	bo := newBackoff(a.cfg.MinBackoff, a.cfg.MaxBackoff)
+	for {
+		established, err := a.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var wait time.Duration
+		if established {
+			bo.reset()
+			wait = rand.N(a.cfg.ReconnectJitter + 1)
+			a.log.Warn("control plane stream dropped", "server", a.cfg.Server, "error", errText(err), "reconnect_in", wait.String())
+		} else {
+			wait = bo.next()
+			a.log.Warn("control plane connection failed", "server", a.cfg.Server, "reason", agentReason(err), "error", errText(err), "retry_in", wait.String())
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (a *Agent) reloaders() []*hotcert.Reloader {
+	if a.identity != nil {
+		return []*hotcert.Reloader{a.ca, a.identity}
+	}
+	return []*hotcert.Reloader{a.ca}
+}
+
+// connectError carries the reason of a failed connection attempt.
+type connectError struct {
+	reason string
+	err    error
+}
+
+func (e *connectError) Error() string { return e.err.Error() }
+func (e *connectError) Unwrap() error { return e.err }
+
+func agentReason(err error) string {
+	var ce *connectError
+	if errors.As(err, &ce) {
+		return ce.reason
+	}
+	return agentrpc.HandshakeReason(err)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// session opens a stream, registers and runs it until it ends. established says
+// whether registration succeeded (the end is then a drop, not a failed attempt).
+func (a *Agent) session(ctx context.Context) (established bool, err error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	failsBefore := a.c.handshakeFails.Load()
+
+	// Bound the whole opening (dial, handshake, register) without putting a
+	// deadline on the stream itself, which lives as long as the connection.
+	timer := time.AfterFunc(a.cfg.ConnectTimeout, cancel)
+	stream, reg, err := a.open(sctx)
+	timedOut := !timer.Stop()
+	if timedOut && err == nil {
+		err = context.Canceled // the stream was opened, but cancelled by the timer
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, err
+		}
+		reason := agentrpc.HandshakeReason(err)
+		switch {
+		case a.c.handshakeFails.Load() != failsBefore:
+			reason = a.c.lastHandshakeReason() // the typed TLS error, not its gRPC wrapping
+		case timedOut:
+			reason, err = agentrpc.ReasonTimeout, fmt.Errorf("no stream within %s: %w", a.cfg.ConnectTimeout, err)
+		}
+		a.c.connectFailed(reason)
+		a.emit(Event{Kind: EventConnectFailed, Reason: reason, Err: err})
+		return false, &connectError{reason: reason, err: err}
+	}
+
+	info := streamInfo{replica: reg.Replica, since: time.Now()}
+	if p, ok := peer.FromContext(stream.Context()); ok {
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.PeerCertificates) > 0 {
+			info.peer = ti.State.PeerCertificates[0]
+		}
+	}
+	a.c.connected(info)
+	attrs := []any{"server", a.cfg.Server, "replica", info.replica}
+	if info.peer != nil {
+		attrs = append(attrs, "server_serial", info.peer.SerialNumber.Text(16), "server_sha256", hotcert.FingerprintOf(info.peer).String(),
+			"server_issuer", info.peer.Issuer.String())
+	}
+	a.log.Info("connected to control plane", attrs...)
+	a.emit(Event{Kind: EventConnected, Replica: info.replica, Peer: info.peer})
+
+	err = a.run(sctx, cancel, stream)
+	uptime := a.c.disconnected(ctx.Err() == nil)
+	if ctx.Err() == nil {
+		a.emit(Event{Kind: EventStreamDropped, Replica: info.replica, Uptime: uptime, Err: err})
+	}
+	return true, err
+}
+
+// open opens the stream and registers. It fails fast: no WaitForReady, so a
+// handshake that fails verification fails the call with the TLS error.
+func (a *Agent) open(ctx context.Context) (grpc.ClientStream, agentrpc.Message, error) {
+	stream, err := a.cc.NewStream(ctx, &agentrpc.StreamDesc, agentrpc.ConnectMethod)
+	if err != nil {
+		return nil, agentrpc.Message{}, err
+	}
+	if err := agentrpc.Send(stream, agentrpc.Message{Type: agentrpc.TypeRegister, AgentID: a.cfg.ID}); err != nil {
+		return nil, agentrpc.Message{}, recvErr(stream, err)
+	}
+	reg, err := agentrpc.Recv(stream)
+	if err != nil {
+		return nil, agentrpc.Message{}, err
+	}
+	if reg.Type != agentrpc.TypeRegistered {
+		return nil, agentrpc.Message{}, fmt.Errorf("agent: expected %q from the control plane, got %q", agentrpc.TypeRegistered, reg.Type)
+	}
+	return stream, reg, nil
+}
+
+// recvErr returns the stream's status after a failed send (SendMsg returns io.EOF
+// and leaves the real error to RecvMsg).
+func recvErr(stream grpc.ClientStream, sendErr error) error {
+	if err := stream.RecvMsg(new(struct{})); err != nil {
+		return err
+	}
+	return sendErr
+}
+
+// run heartbeats and receives until the stream ends. cancel ends the stream.
+func (a *Agent) run(ctx context.Context, cancel context.CancelFunc, stream grpc.ClientStream) error {
+	var lastRecv atomic.Int64
+	lastRecv.Store(time.Now().UnixNano())
+	var recvErr error
+	recvDone := make(chan struct{})
+	go func() {
+		defer close(recvDone)
+		for {
+			m, err := agentrpc.Recv(stream)
+			if err != nil {
+				recvErr = err
+				return
+			}
+			lastRecv.Store(time.Now().UnixNano())
+			switch m.Type {
+			case agentrpc.TypeHeartbeatAck:
+				a.c.acks.Add(1)
+			case agentrpc.TypeWork:
+				a.c.work.Add(1)
+				a.emit(Event{Kind: EventWork, Seq: m.Seq, Payload: m.Payload})
+			}
+		}
+	}()
+	defer func() { cancel(); <-recvDone }()
+
+	hb := time.NewTicker(a.cfg.HeartbeatInterval)
+	defer hb.Stop()
+	var seq uint64
+	for {
+		select {
+		case <-recvDone:
+			return recvErr
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-hb.C:
+			if silent := time.Since(time.Unix(0, lastRecv.Load())); silent > 3*a.cfg.HeartbeatInterval {
+				return fmt.Errorf("agent: nothing received from the control plane for %s", silent.Round(time.Millisecond))
+			}
+			seq++
+			if err := agentrpc.Send(stream, agentrpc.Message{Type: agentrpc.TypeHeartbeat, Seq: seq}); err != nil {
+				cancel()
+				<-recvDone
+				return recvErr
+			}
+		}
+	}
+}
+
+func (a *Agent) emit(e Event) {
+	if a.cfg.OnEvent != nil {
+		e.AgentID, e.Time = a.cfg.ID, time.Now()
+		a.cfg.OnEvent(e)
+	}
+}

@@ -1,0 +1,113 @@
+package agent
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/metrics"
+)
+
+// Components (metrics label, log attribute) of the agent's TLS material.
+const (
+	ComponentCA         = "agent_ca"
+	ComponentClientCert = "agent_client_cert"
+)
+
+// Config configures an Agent. Server and CAFile are required.
+type Config struct {
+	// ID identifies the agent to the control plane (default: host name plus a
+	// random suffix).
+	ID string
+	// Server is the control plane address, host:port (or any gRPC target with a
+	// scheme, e.g. dns:///cp.ns.svc:9091).
+	Server string
+	// ServerName is the name the server certificate must match and the SNI sent
+	// (default: the host of Server).
+	ServerName string
+	// CAFile is the CA bundle (one or more PEM CA certificates) the server
+	// certificate is verified against. It is re-read before every connection;
+	// a bundle that does not load keeps the last good one.
+	CAFile string
+	// CertFile and KeyFile, if set, are a client certificate presented to servers
+	// that require one (mTLS), re-read before every connection too.
+	CertFile, KeyFile string
+
+	// Logger receives connection events and the "agent TLS CA bundle reload failed"
+	// line (default: discard).
+	Logger *slog.Logger
+	// Registerer receives the hotcert_agent_* metrics and the hotcert_tls_* metrics
+	// of the bundle and client certificate. Nil registers nothing (Stats still
+	// counts): a process with many agents gives each its own registry, or none.
+	Registerer prometheus.Registerer
+	// MetricsOptions rename the hotcert_tls_* metrics.
+	MetricsOptions []metrics.Option
+	// ReloaderOptions are added to the options of the bundle's and the client
+	// certificate's reloaders (hotcert.WithSettle, hotcert.WithPollInterval, ...).
+	ReloaderOptions []hotcert.Option
+	// Watch also follows the files between connections (directory watch plus poll),
+	// so metrics and logs reflect a change before the next reconnect. Each watching
+	// agent holds an inotify instance; without it the files are read on every
+	// connection only, which is what decides what a connection trusts.
+	Watch bool
+
+	// HeartbeatInterval is how often the agent heartbeats on its stream (default
+	// 10s). A stream that receives nothing for three intervals is dropped.
+	HeartbeatInterval time.Duration
+	// ConnectTimeout bounds opening a stream: TCP connect, TLS handshake, register
+	// (default 10s). A failing handshake fails at once; this only bounds a hang.
+	ConnectTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the jittered exponential backoff between
+	// failed connection attempts (defaults 1s and 30s).
+	MinBackoff, MaxBackoff time.Duration
+	// ReconnectJitter is the upper bound of the random delay before reconnecting
+	// after an established stream dropped, so that agents of a restarted replica do
+	// not reconnect as one herd (default 1s).
+	ReconnectJitter time.Duration
+	// OnEvent, if set, is called synchronously for every connection, failure, drop
+	// and work item. It must be fast and safe for concurrent use.
+	OnEvent func(Event)
+}
+
+func (c *Config) setDefaults() error {
+	switch {
+	case c.Server == "":
+		return errors.New("agent: Config.Server (the control plane address) is required")
+	case c.CAFile == "":
+		return errors.New("agent: Config.CAFile (the CA bundle) is required")
+	case (c.CertFile == "") != (c.KeyFile == ""):
+		return errors.New("agent: a client certificate needs both CertFile and KeyFile")
+	case c.HeartbeatInterval < 0 || c.ConnectTimeout < 0 || c.MinBackoff < 0 || c.MaxBackoff < 0 || c.ReconnectJitter < 0:
+		return errors.New("agent: durations must not be negative")
+	}
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		var b [3]byte
+		_, _ = rand.Read(b[:])
+		c.ID = host + "-" + hex.EncodeToString(b[:])
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.HeartbeatInterval, 10*time.Second)
+	def(&c.ConnectTimeout, 10*time.Second)
+	def(&c.MinBackoff, time.Second)
+	def(&c.MaxBackoff, 30*time.Second)
+	def(&c.ReconnectJitter, time.Second)
+	if c.MaxBackoff < c.MinBackoff {
+		c.MaxBackoff = c.MinBackoff
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+package agent
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Agent metrics, derived from Stats at scrape time (one source of truth).
+var (
+	descConnected = prometheus.NewDesc("hotcert_agent_connected",
+		"1 while a stream to the control plane is open.", nil, nil)
+	descConnects = prometheus.NewDesc("hotcert_agent_connects_total",
+		"Streams opened and registered (the first connection and every reconnect).", nil, nil)
+	descConnectFailures = prometheus.NewDesc("hotcert_agent_connect_failures_total",
+		"Failed attempts to open a stream, by reason.", []string{"reason"}, nil)
+	descHandshakes = prometheus.NewDesc("hotcert_agent_tls_handshakes_total",
+		"Client TLS handshakes by result.", []string{"result"}, nil)
+	descHandshakeFailures = prometheus.NewDesc("hotcert_agent_tls_handshake_failures_total",
+		"Failed client TLS handshakes by reason (unknown_authority, hostname, expired, peer_rejected, ...).", []string{"reason"}, nil)
+	descDrops = prometheus.NewDesc("hotcert_agent_stream_drops_total",
+		"Established streams that ended while the agent was running.", nil, nil)
+	descUptime = prometheus.NewDesc("hotcert_agent_stream_uptime_seconds",
+		"How long the current stream has been up (0 while disconnected).", nil, nil)
+	descWork = prometheus.NewDesc("hotcert_agent_work_items_received_total",
+		"Work items received from the control plane.", nil, nil)
+)
+
+type collector struct{ a *Agent }
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descConnected, descConnects, descConnectFailures, descHandshakes, descHandshakeFailures, descDrops, descUptime, descWork} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.a.Stats()
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	connected := 0.0
+	if st.Connected {
+		connected = 1
+	}
+	gauge(descConnected, connected)
+	gauge(descUptime, st.StreamUptime.Seconds())
+	counter(descConnects, st.Connects)
+	for reason, n := range st.ConnectFailuresByReason {
+		counter(descConnectFailures, n, reason)
+	}
+	counter(descHandshakes, st.Handshakes, "success")
+	counter(descHandshakes, st.HandshakeFailures, "failure")
+	for reason, n := range st.HandshakeFailuresByReason {
+		counter(descHandshakeFailures, n, reason)
+	}
+	counter(descDrops, st.StreamDrops)
+	counter(descWork, st.WorkItems)
+}

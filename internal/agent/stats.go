@@ -1,0 +1,162 @@
+package agent
+
+import (
+	"crypto/x509"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/internal/inspect"
+)
+
+// EventKind says what happened.
+type EventKind string
+
+// Events reported to Config.OnEvent.
+const (
+	EventConnected       EventKind = "connected"        // a stream is registered (Replica, Peer)
+	EventConnectFailed   EventKind = "connect_failed"   // an attempt to open a stream failed (Reason, Err)
+	EventHandshakeFailed EventKind = "handshake_failed" // a TLS handshake failed (Reason, Err)
+	EventStreamDropped   EventKind = "stream_dropped"   // an established stream ended (Uptime, Err)
+	EventWork            EventKind = "work"             // a work item arrived (Seq, Payload)
+)
+
+// Event is one connection event of an Agent.
+type Event struct {
+	Kind    EventKind
+	AgentID string
+	Time    time.Time
+	// Replica is the control plane replica of the stream.
+	Replica string
+	// Peer is the server certificate the stream's connection was opened with.
+	Peer *x509.Certificate
+	// Reason classifies a failure (agentrpc.Reason* values: unknown_authority,
+	// hostname, expired, peer_rejected, unreachable, timeout, ...).
+	Reason string
+	Err    error
+	// Uptime is how long a dropped stream was up.
+	Uptime time.Duration
+	// Seq and Payload describe a work item.
+	Seq     uint64
+	Payload string
+}
+
+// Stats is a point-in-time view of an Agent's counters.
+type Stats struct {
+	Connected bool   `json:"connected"`
+	Replica   string `json:"replica,omitempty"`
+	// Server describes the certificate of the current stream's connection.
+	Server       *inspect.Certificate `json:"server,omitempty"`
+	StreamUptime time.Duration        `json:"stream_uptime_ns"`
+
+	Connects                  uint64            `json:"connects"`
+	ConnectFailures           uint64            `json:"connect_failures"`
+	ConnectFailuresByReason   map[string]uint64 `json:"connect_failures_by_reason,omitempty"`
+	Handshakes                uint64            `json:"tls_handshakes"`
+	HandshakeFailures         uint64            `json:"tls_handshake_failures"`
+	HandshakeFailuresByReason map[string]uint64 `json:"tls_handshake_failures_by_reason,omitempty"`
+	StreamDrops               uint64            `json:"stream_drops"`
+	HeartbeatsAcked           uint64            `json:"heartbeats_acked"`
+	WorkItems                 uint64            `json:"work_items"`
+}
+
+// Stats returns the agent's counters.
+func (a *Agent) Stats() Stats { return a.c.snapshot() }
+
+// ServerFingerprint returns the SHA-256 of the server certificate of the current
+// stream, and false while not connected.
+func (a *Agent) ServerFingerprint() (hotcert.Fingerprint, bool) {
+	a.c.mu.Lock()
+	defer a.c.mu.Unlock()
+	if a.c.stream == nil || a.c.stream.peer == nil {
+		return hotcert.Fingerprint{}, false
+	}
+	return hotcert.FingerprintOf(a.c.stream.peer), true
+}
+
+type streamInfo struct {
+	replica string
+	peer    *x509.Certificate
+	since   time.Time
+}
+
+type counters struct {
+	connects, connectFails, handshakes, handshakeFails, drops, acks, work atomic.Uint64
+
+	mu               sync.Mutex
+	stream           *streamInfo // nil while not connected
+	connectReasons   map[string]uint64
+	handshakeReasons map[string]uint64
+	lastHSReason     string
+}
+
+func (c *counters) init() {
+	c.connectReasons = make(map[string]uint64)
+	c.handshakeReasons = make(map[string]uint64)
+}
+
+func (c *counters) connected(s streamInfo) {
+	c.connects.Add(1)
+	c.mu.Lock()
+	c.stream = &s
+	c.mu.Unlock()
+}
+
+// disconnected ends the current stream, counting a drop unless the agent is
+// stopping, and returns how long it was up.
+func (c *counters) disconnected(drop bool) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var up time.Duration
+	if c.stream != nil {
+		up = time.Since(c.stream.since)
+	}
+	c.stream = nil
+	if drop {
+		c.drops.Add(1)
+	}
+	return up
+}
+
+func (c *counters) connectFailed(reason string) {
+	c.connectFails.Add(1)
+	c.mu.Lock()
+	c.connectReasons[reason]++
+	c.mu.Unlock()
+}
+
+func (c *counters) handshakeFailed(reason string) {
+	c.mu.Lock()
+	c.handshakeReasons[reason]++
+	c.lastHSReason = reason
+	c.mu.Unlock()
+	c.handshakeFails.Add(1) // after lastHSReason: session reads them in this order
+}
+
+func (c *counters) lastHandshakeReason() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastHSReason
+}
+
+func (c *counters) snapshot() Stats {
+	st := Stats{
+		Connects: c.connects.Load(), ConnectFailures: c.connectFails.Load(),
+		Handshakes: c.handshakes.Load(), HandshakeFailures: c.handshakeFails.Load(),
+		StreamDrops: c.drops.Load(), HeartbeatsAcked: c.acks.Load(), WorkItems: c.work.Load(),
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st.ConnectFailuresByReason = maps.Clone(c.connectReasons)
+	st.HandshakeFailuresByReason = maps.Clone(c.handshakeReasons)
+	if s := c.stream; s != nil {
+		st.Connected, st.Replica, st.StreamUptime = true, s.replica, time.Since(s.since)
+		if s.peer != nil {
+			d := inspect.Describe(s.peer)
+			st.Server = &d
+		}
+	}
+	return st
+}

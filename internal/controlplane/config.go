@@ -1,0 +1,86 @@
+package controlplane
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/metrics"
+)
+
+// DefaultComponent is the component (metrics label, log attribute) of the server
+// certificate: seed 002's listener name.
+const DefaultComponent = "agent_grpc"
+
+// Config configures a Server. TLS is required; every other field has a default.
+type Config struct {
+	// TLS is where the server certificate and key come from, e.g.
+	// file.New(file.WithKeyPair(crt, key)) or kube.NewSecret(client, ns, name).
+	// New loads it once and fails on a missing or invalid certificate; Serve follows it.
+	TLS hotcert.Source
+	// ClientCA, if set, makes the server require client certificates (mTLS) that
+	// chain to this CA bundle, re-read like the certificate (component
+	// Component+"_client_ca").
+	ClientCA hotcert.Source
+
+	// Component names the certificate in metrics and log lines (default "agent_grpc").
+	Component string
+	// Replica names this server for agents and logs (default "controlplane").
+	Replica string
+	// Logger receives the reload lines and stream events (default: discard).
+	Logger *slog.Logger
+	// Registerer receives the hotcert_tls_* metrics of the certificate and client CA
+	// and the hotcert_controlplane_* server metrics. Give each Server its own registry
+	// when several live in one process. Nil registers nothing.
+	Registerer prometheus.Registerer
+	// MetricsOptions rename the hotcert_tls_* metrics (metrics.WithPrefix, ...).
+	MetricsOptions []metrics.Option
+	// ReloaderOptions are added to the reloaders' options, e.g. hotcert.WithSettle,
+	// hotcert.WithPollInterval, hotcert.WithLogAttrs.
+	ReloaderOptions []hotcert.Option
+
+	// MaxConnectionAge, if positive, closes each connection after about this long
+	// (+/-10% jitter, by GOAWAY), so agents reconnect and see the current certificate.
+	MaxConnectionAge time.Duration
+	// MaxConnectionAgeGrace is how long streams may outlive MaxConnectionAge before the
+	// connection is closed (default: unbounded, streams are never cut).
+	MaxConnectionAgeGrace time.Duration
+	// HandshakeTimeout bounds each TLS handshake (default 10s).
+	HandshakeTimeout time.Duration
+	// WorkInterval, if positive, pushes a work item to every agent stream this often.
+	WorkInterval time.Duration
+	// ShutdownGrace bounds the graceful stop when Serve's context ends (default 5s).
+	ShutdownGrace time.Duration
+	// OnEvent, if set, is called synchronously for every stream opened and closed and
+	// every failed TLS handshake. It must be fast and safe for concurrent use.
+	OnEvent func(Event)
+}
+
+func (c *Config) setDefaults() error {
+	if c.TLS == nil {
+		return errors.New("controlplane: Config.TLS (the certificate source) is required")
+	}
+	if c.Component == "" {
+		c.Component = DefaultComponent
+	}
+	if c.Replica == "" {
+		c.Replica = "controlplane"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = 10 * time.Second
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = 5 * time.Second
+	}
+	if c.MaxConnectionAge < 0 || c.MaxConnectionAgeGrace < 0 || c.WorkInterval < 0 {
+		return errors.New("controlplane: durations must not be negative")
+	}
+	return nil
+}

@@ -1,0 +1,48 @@
+package controlplane
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Server metrics, derived from Stats at scrape time (one source of truth).
+var (
+	descConnected = prometheus.NewDesc("hotcert_controlplane_connected_agents",
+		"Agent streams currently open.", nil, nil)
+	descOpened = prometheus.NewDesc("hotcert_controlplane_streams_opened_total",
+		"Agent streams opened (agents registered).", nil, nil)
+	descClosed = prometheus.NewDesc("hotcert_controlplane_streams_closed_total",
+		"Agent streams that ended, for any reason.", nil, nil)
+	descHandshakes = prometheus.NewDesc("hotcert_controlplane_tls_handshakes_total",
+		"Server-side TLS handshakes by result.", []string{"result"}, nil)
+	descHandshakeFailures = prometheus.NewDesc("hotcert_controlplane_tls_handshake_failures_total",
+		"Failed server-side TLS handshakes by reason (peer_rejected: the agent refused the certificate).", []string{"reason"}, nil)
+	descHeartbeats = prometheus.NewDesc("hotcert_controlplane_heartbeats_received_total",
+		"Heartbeats received from agents.", nil, nil)
+	descWork = prometheus.NewDesc("hotcert_controlplane_work_items_sent_total",
+		"Work items pushed to agents.", nil, nil)
+)
+
+type collector struct{ s *Server }
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descConnected, descOpened, descClosed, descHandshakes, descHandshakeFailures, descHeartbeats, descWork} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.Stats()
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	ch <- prometheus.MustNewConstMetric(descConnected, prometheus.GaugeValue, float64(st.ConnectedAgents))
+	counter(descOpened, st.StreamsOpened)
+	counter(descClosed, st.StreamsClosed)
+	counter(descHandshakes, st.Handshakes, "success")
+	counter(descHandshakes, st.HandshakeFailures, "failure")
+	for reason, n := range st.FailuresByReason {
+		counter(descHandshakeFailures, n, reason)
+	}
+	counter(descHeartbeats, st.HeartbeatsReceived)
+	counter(descWork, st.WorkItemsSent)
+}

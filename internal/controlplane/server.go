@@ -1,0 +1,222 @@
+// Package controlplane is hotcert's reference control plane (seed 002): a gRPC
+// server where agents hold long-lived bidirectional streams (register, heartbeat,
+// receive work), whose certificate is re-read from its source and served on the next
+// handshake after it changes. A certificate that does not load keeps the last good
+// one serving, is logged once ("TLS certificate reload failed", listener=agent_grpc,
+// the source) and counted once; a missing or invalid certificate at startup is an
+// error from New.
+//
+// Several Servers can live in one process (a demo with many replicas): each has its
+// own reloaders, logger and Prometheus registerer.
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/grpccreds"
+	"github.com/hotcert/hotcert/internal/agentrpc"
+	"github.com/hotcert/hotcert/metrics"
+	"github.com/hotcert/hotcert/tlsconfig"
+)
+
+// Server is a control plane replica. Create it with New, run it with Serve.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	cert     *hotcert.Reloader
+	clientCA *hotcert.Reloader // nil without mTLS
+	gs       *grpc.Server
+	conns    connTracker
+
+	startOnce sync.Once
+	closeOnce sync.Once
+	stopping  chan struct{} // closed when the server shuts down: every stream ends
+	reloaders sync.WaitGroup
+	reloadCtx context.Context
+	cancel    context.CancelFunc
+
+	mu       sync.Mutex
+	sessions map[*session]struct{}
+	failures map[string]uint64 // handshake failures by reason
+
+	opened, closed, handshakes, handshakeFails, heartbeats, workSent, workSeq atomic.Uint64
+}
+
+// New loads the certificate (and client CA bundle) and builds the gRPC server. A
+// missing or invalid certificate is an error. Call Serve to accept agents.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		stopping: make(chan struct{}),
+		sessions: make(map[*session]struct{}),
+		failures: make(map[string]uint64),
+	}
+	s.reloadCtx, s.cancel = context.WithCancel(context.Background())
+
+	var observer hotcert.Observer
+	if cfg.Registerer != nil {
+		rec, err := metrics.New(cfg.Registerer, cfg.MetricsOptions...)
+		if err != nil {
+			return nil, fmt.Errorf("controlplane: %w", err)
+		}
+		observer = rec
+		if err := cfg.Registerer.Register(&collector{s: s}); err != nil {
+			return nil, fmt.Errorf("controlplane: register metrics: %w", err)
+		}
+	}
+	reloaderOpts := func(component string, extra ...hotcert.Option) []hotcert.Option {
+		opts := []hotcert.Option{hotcert.WithComponent(component), hotcert.WithLogger(s.log)}
+		if observer != nil {
+			opts = append(opts, hotcert.WithObserver(observer))
+		}
+		return append(append(opts, extra...), cfg.ReloaderOptions...)
+	}
+
+	var err error
+	s.cert, err = hotcert.New(s.reloadCtx, cfg.TLS, reloaderOpts(cfg.Component)...)
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: server certificate: %w", err)
+	}
+	var creds credentials.TransportCredentials
+	if cfg.ClientCA != nil {
+		s.clientCA, err = hotcert.New(s.reloadCtx, cfg.ClientCA, reloaderOpts(cfg.Component+"_client_ca",
+			hotcert.WithLogMessages("client CA bundle loaded", "client CA bundle reloaded", "client CA bundle reload failed"),
+			hotcert.WithValidation(hotcert.WithRequireTrust()))...)
+		if err != nil {
+			return nil, fmt.Errorf("controlplane: client CA bundle: %w", err)
+		}
+		creds = grpccreds.NewMTLSServer(s.cert, tlsconfig.WithTrust(s.clientCA))
+	} else {
+		creds = grpccreds.NewServer(s.cert)
+	}
+
+	opts := []grpc.ServerOption{
+		grpc.Creds(&countingCreds{TransportCredentials: creds, s: s}),
+		grpc.ConnectionTimeout(cfg.HandshakeTimeout),
+		// Agents heartbeat on their streams; tolerate their keepalive pings too.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}
+	if cfg.MaxConnectionAge > 0 {
+		kp := keepalive.ServerParameters{MaxConnectionAge: cfg.MaxConnectionAge}
+		if cfg.MaxConnectionAgeGrace > 0 {
+			kp.MaxConnectionAgeGrace = cfg.MaxConnectionAgeGrace
+		}
+		opts = append(opts, grpc.KeepaliveParams(kp))
+	}
+	s.gs = grpc.NewServer(opts...)
+	s.gs.RegisterService(agentrpc.ServiceDesc(s.handle), nil)
+	return s, nil
+}
+
+// Serve accepts agents on ln until ctx is done, then ends every stream, stops
+// gracefully (at most ShutdownGrace) and closes the server. The certificate is
+// followed from the first Serve until Close. Serve may be called once per listener;
+// it returns nil on a normal stop.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.startOnce.Do(s.startReloaders)
+	errc := make(chan error, 1)
+	go func() { errc <- s.gs.Serve(s.conns.wrap(ln)) }()
+	select {
+	case <-ctx.Done():
+		s.Close()
+		<-errc
+		return nil
+	case err := <-errc:
+		if errors.Is(err, grpc.ErrServerStopped) {
+			return nil
+		}
+		return fmt.Errorf("controlplane: serve: %w", err)
+	}
+}
+
+func (s *Server) startReloaders() {
+	for _, r := range []*hotcert.Reloader{s.cert, s.clientCA} {
+		if r != nil {
+			s.reloaders.Go(func() { _ = r.Start(s.reloadCtx) })
+		}
+	}
+}
+
+// Close ends every agent stream, stops the gRPC server (gracefully for at most
+// ShutdownGrace) and stops following the certificate. It is safe to call more than
+// once.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.stopping)
+		done := make(chan struct{})
+		go func() { s.gs.GracefulStop(); close(done) }()
+		t := time.NewTimer(s.cfg.ShutdownGrace)
+		select {
+		case <-done:
+		case <-t.C:
+			s.gs.Stop()
+			<-done
+		}
+		t.Stop()
+		s.cancel()
+		for _, r := range []*hotcert.Reloader{s.cert, s.clientCA} {
+			if r != nil {
+				r.Close()
+			}
+		}
+		s.reloaders.Wait()
+	})
+	return nil
+}
+
+// DropConnections closes every agent connection at once, as a replica restart or a
+// network blip does, and returns how many there were. Agents reconnect with a new
+// TLS handshake (tests and demos use it to force reconnects).
+func (s *Server) DropConnections() int { return s.conns.closeAll() }
+
+// Certificate returns the reloader of the server certificate: its Current material
+// is what the next handshake serves, its Status the last reload error.
+func (s *Server) Certificate() *hotcert.Reloader { return s.cert }
+
+// ClientCA returns the reloader of the client CA bundle, or nil without mTLS.
+func (s *Server) ClientCA() *hotcert.Reloader { return s.clientCA }
+
+// Replica returns the replica name.
+func (s *Server) Replica() string { return s.cfg.Replica }
+
+func (s *Server) handshakeFailed(remote net.Addr, reason string, err error) {
+	s.handshakeFails.Add(1)
+	s.mu.Lock()
+	s.failures[reason]++
+	s.mu.Unlock()
+	s.log.Debug("agent TLS handshake failed", "listener", s.cfg.Component, "remote", addrString(remote), "reason", reason, "error", err.Error())
+	s.emit(Event{Kind: EventHandshakeFailed, Remote: addrString(remote), Reason: reason, Err: err})
+}
+
+func (s *Server) emit(e Event) {
+	if s.cfg.OnEvent != nil {
+		e.Replica = s.cfg.Replica
+		if e.Time.IsZero() {
+			e.Time = time.Now()
+		}
+		s.cfg.OnEvent(e)
+	}
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}

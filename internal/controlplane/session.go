@@ -1,0 +1,155 @@
+package controlplane
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/hotcert/hotcert/internal/agentrpc"
+)
+
+// session is one agent stream.
+type session struct {
+	info AgentInfo
+	work chan string // work pushed by Broadcast, sent by the stream's goroutine
+}
+
+// handle serves one Connect stream: register, then heartbeats in and work out until
+// the agent leaves, the connection breaks or the server stops.
+func (s *Server) handle(stream grpc.ServerStream) error {
+	ctx := stream.Context()
+	first, err := agentrpc.Recv(stream)
+	if err != nil {
+		return err
+	}
+	if first.Type != agentrpc.TypeRegister || first.AgentID == "" {
+		return status.Errorf(codes.InvalidArgument, "first message must be %q with an agent id, got %q", agentrpc.TypeRegister, first.Type)
+	}
+	sess := &session{info: AgentInfo{ID: first.AgentID, Since: time.Now()}, work: make(chan string, 16)}
+	if p, ok := peer.FromContext(ctx); ok {
+		sess.info.Remote = addrString(p.Addr)
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.PeerCertificates) > 0 {
+			sess.info.ClientSubject = ti.State.PeerCertificates[0].Subject.String()
+		}
+	}
+	if err := agentrpc.Send(stream, agentrpc.Message{Type: agentrpc.TypeRegistered, Replica: s.cfg.Replica}); err != nil {
+		return err
+	}
+	s.addSession(sess)
+	reason := "agent closed the stream"
+	defer func() { s.removeSession(sess, reason) }()
+
+	in := make(chan agentrpc.Message)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := agentrpc.Recv(stream)
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case in <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	var tick <-chan time.Time
+	if s.cfg.WorkInterval > 0 {
+		t := time.NewTicker(s.cfg.WorkInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case m := <-in:
+			if m.Type == agentrpc.TypeHeartbeat {
+				s.heartbeats.Add(1)
+				if err := agentrpc.Send(stream, agentrpc.Message{Type: agentrpc.TypeHeartbeatAck, Seq: m.Seq}); err != nil {
+					reason = "send: " + err.Error()
+					return err
+				}
+			}
+		case payload := <-sess.work:
+			if err := s.sendWork(stream, payload); err != nil {
+				reason = "send: " + err.Error()
+				return err
+			}
+		case <-tick:
+			if err := s.sendWork(stream, ""); err != nil {
+				reason = "send: " + err.Error()
+				return err
+			}
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			reason = "receive: " + err.Error()
+			return err
+		case <-ctx.Done():
+			reason = "connection closed: " + ctx.Err().Error()
+			return ctx.Err()
+		case <-s.stopping:
+			reason = "server shutting down"
+			return status.Error(codes.Unavailable, "control plane replica shutting down")
+		}
+	}
+}
+
+func (s *Server) sendWork(stream grpc.ServerStream, payload string) error {
+	seq := s.workSeq.Add(1)
+	if payload == "" {
+		payload = "work item " + strconv.FormatUint(seq, 10)
+	}
+	if err := agentrpc.Send(stream, agentrpc.Message{Type: agentrpc.TypeWork, Seq: seq, Payload: payload}); err != nil {
+		return fmt.Errorf("work item %d: %w", seq, err)
+	}
+	s.workSent.Add(1)
+	return nil
+}
+
+func (s *Server) addSession(sess *session) {
+	s.mu.Lock()
+	s.sessions[sess] = struct{}{}
+	s.mu.Unlock()
+	s.opened.Add(1)
+	s.log.Debug("agent stream opened", "listener", s.cfg.Component, "replica", s.cfg.Replica, "agent", sess.info.ID, "remote", sess.info.Remote)
+	s.emit(Event{Kind: EventStreamOpened, AgentID: sess.info.ID, Remote: sess.info.Remote})
+}
+
+func (s *Server) removeSession(sess *session, reason string) {
+	s.mu.Lock()
+	delete(s.sessions, sess)
+	s.mu.Unlock()
+	s.closed.Add(1)
+	d := time.Since(sess.info.Since)
+	s.log.Debug("agent stream closed", "listener", s.cfg.Component, "replica", s.cfg.Replica, "agent", sess.info.ID,
+		"remote", sess.info.Remote, "duration", d.Round(time.Millisecond).String(), "reason", reason)
+	s.emit(Event{Kind: EventStreamClosed, AgentID: sess.info.ID, Remote: sess.info.Remote, Duration: d, Reason: reason})
+}
+
+// Broadcast queues a work item for every connected agent and returns how many
+// streams took it (a stream whose queue is full skips it).
+func (s *Server) Broadcast(payload string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for sess := range s.sessions {
+		select {
+		case sess.work <- payload:
+			n++
+		default:
+		}
+	}
+	return n
+}
