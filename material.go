@@ -39,6 +39,7 @@ func (f Fingerprint) Colon() string {
 //
 // Material is never modified after [Validate] returns it; values it returns (the
 // certificate, the pool, slices) are shared and must not be modified by callers.
+// Every accessor is safe on a nil *Material (an empty Store) and returns zero values.
 type Material struct {
 	cert       *tls.Certificate
 	chain      []*x509.Certificate
@@ -60,30 +61,60 @@ func (m *Material) HasIdentity() bool { return m != nil && m.cert != nil }
 func (m *Material) HasTrust() bool { return m != nil && len(m.trustCerts) > 0 }
 
 // Certificate returns the identity as a tls.Certificate with Leaf set, or nil.
-func (m *Material) Certificate() *tls.Certificate { return m.cert }
+func (m *Material) Certificate() *tls.Certificate {
+	if m == nil {
+		return nil
+	}
+	return m.cert
+}
 
 // Leaf returns the parsed leaf certificate, or nil.
 func (m *Material) Leaf() *x509.Certificate {
-	if m.cert == nil {
+	if m == nil || m.cert == nil {
 		return nil
 	}
 	return m.cert.Leaf
 }
 
 // Chain returns the parsed certificate chain, leaf first, or nil.
-func (m *Material) Chain() []*x509.Certificate { return m.chain }
+func (m *Material) Chain() []*x509.Certificate {
+	if m == nil {
+		return nil
+	}
+	return m.chain
+}
 
 // LeafFingerprint returns the SHA-256 fingerprint of the leaf (zero without identity).
-func (m *Material) LeafFingerprint() Fingerprint { return m.leafFP }
+func (m *Material) LeafFingerprint() Fingerprint {
+	if m == nil {
+		return Fingerprint{}
+	}
+	return m.leafFP
+}
 
 // TrustPool returns the trust bundle as a pool, or nil without trust.
-func (m *Material) TrustPool() *x509.CertPool { return m.trustPool }
+func (m *Material) TrustPool() *x509.CertPool {
+	if m == nil {
+		return nil
+	}
+	return m.trustPool
+}
 
 // TrustCertificates returns every CA of the trust bundle, in bundle order.
-func (m *Material) TrustCertificates() []*x509.Certificate { return m.trustCerts }
+func (m *Material) TrustCertificates() []*x509.Certificate {
+	if m == nil {
+		return nil
+	}
+	return m.trustCerts
+}
 
 // TrustFingerprints returns the SHA-256 fingerprints of the bundle's CAs, in order.
-func (m *Material) TrustFingerprints() []Fingerprint { return m.trustFPs }
+func (m *Material) TrustFingerprints() []Fingerprint {
+	if m == nil {
+		return nil
+	}
+	return m.trustFPs
+}
 
 // NotBefore returns the leaf's NotBefore, or the zero time without identity.
 func (m *Material) NotBefore() time.Time {
@@ -101,7 +132,7 @@ func (m *Material) NotAfter() time.Time {
 		return l.NotAfter
 	}
 	var t time.Time
-	for _, c := range m.trustCerts {
+	for _, c := range m.TrustCertificates() {
 		if t.IsZero() || c.NotAfter.Before(t) {
 			t = c.NotAfter
 		}
@@ -111,17 +142,37 @@ func (m *Material) NotAfter() time.Time {
 
 // ContentHash returns the SHA-256 of the content the material was built from
 // ([Content.Hash]).
-func (m *Material) ContentHash() [32]byte { return m.contentHash }
+func (m *Material) ContentHash() [32]byte {
+	if m == nil {
+		return [32]byte{}
+	}
+	return m.contentHash
+}
 
 // Source describes where the material was read from.
-func (m *Material) Source() string { return m.source }
+func (m *Material) Source() string {
+	if m == nil {
+		return ""
+	}
+	return m.source
+}
 
 // Generation counts the materials a [Store] has published: 1 for the first, 2 after
 // the first reload, and so on. It is 0 for Material not published by a Reloader.
-func (m *Material) Generation() uint64 { return m.generation }
+func (m *Material) Generation() uint64 {
+	if m == nil {
+		return 0
+	}
+	return m.generation
+}
 
 // LoadedAt returns when the material was validated.
-func (m *Material) LoadedAt() time.Time { return m.loadedAt }
+func (m *Material) LoadedAt() time.Time {
+	if m == nil {
+		return time.Time{}
+	}
+	return m.loadedAt
+}
 
 // withGeneration returns a shallow copy of m with the given generation; the original
 // stays untouched so that Material remains immutable once shared.

@@ -181,3 +181,12 @@ func assertNoKeyMaterial(t *testing.T, s string, leaves ...*hotcerttest.Leaf) {
 		t.Fatalf("output contains key material: %q", s)
 	}
 }
+
+func TestNilMaterialIsEmpty(t *testing.T) {
+	var m *hotcert.Material
+	if m.HasIdentity() || m.HasTrust() || m.Certificate() != nil || m.Leaf() != nil || m.TrustPool() != nil ||
+		m.Generation() != 0 || m.Source() != "" || !m.NotAfter().IsZero() || m.LeafFingerprint() != (hotcert.Fingerprint{}) ||
+		len(m.TrustFingerprints()) != 0 || len(m.Chain()) != 0 || !m.LoadedAt().IsZero() || m.ContentHash() != [32]byte{} {
+		t.Fatal("a nil Material is not empty")
+	}
+}
