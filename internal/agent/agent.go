@@ -75,6 +75,11 @@ func New(cfg Config) (*Agent, error) {
 		if observer != nil {
 			opts = append(opts, hotcert.WithObserver(observer))
 		}
+		if !cfg.Watch {
+			// Read only when dialing: a dial cannot wait out a settle window, and no
+			// later read would report the failure, so report it at once.
+			opts = append(opts, hotcert.WithSettle(0))
+		}
 		return hotcert.New(context.Background(), src, append(append(opts, extra...), cfg.ReloaderOptions...)...)
 	}
 

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"errors"
 	"net"
 	"sync"
 
@@ -76,8 +77,11 @@ type countingCreds struct {
 func (c *countingCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	conn, info, err := c.TransportCredentials.ServerHandshake(raw)
 	if err != nil {
-		reason := agentrpc.HandshakeReason(err)
-		c.s.handshakeFailed(raw.RemoteAddr(), reason, err)
+		// A connection this server closed itself (shutdown, DropConnections) while
+		// its handshake ran is not a failed handshake.
+		if !errors.Is(err, net.ErrClosed) {
+			c.s.handshakeFailed(raw.RemoteAddr(), agentrpc.HandshakeReason(err), err)
+		}
 		return nil, nil, err
 	}
 	c.s.handshakes.Add(1)

@@ -81,7 +81,7 @@ func startReplica(t *testing.T, name string, leaf *hotcerttest.Leaf, mutate ...f
 	cfg := controlplane.Config{
 		TLS:             src,
 		Replica:         name,
-		Logger:          slog.New(slog.NewTextHandler(r.logs, nil)),
+		Logger:          slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Registerer:      r.reg,
 		ReloaderOptions: []hotcert.Option{hotcert.WithSettle(settle), hotcert.WithPollInterval(poll)},
 		ShutdownGrace:   2 * time.Second,
@@ -258,6 +258,9 @@ func requireNoFailures(t *testing.T, step string, replicas []*replica, agents []
 		t.Fatalf("%s: agents saw %d failed connection attempts and %d failed handshakes, want 0", step, s.connectFailures, s.handshakeFailures)
 	}
 	if n := serverHandshakeFailures(replicas); n != 0 {
+		for _, r := range replicas {
+			t.Logf("%s: %s handshake failures: %v\n%s", step, r.name, r.srv.Stats().FailuresByReason, lastLine(r.logs.String(), "agent TLS handshake failed"))
+		}
 		t.Fatalf("%s: replicas saw %d failed handshakes, want 0", step, n)
 	}
 }
