@@ -1,0 +1,60 @@
+package jwtkeys
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+
+	"github.com/hotcert/hotcert"
+)
+
+// Conventional names of the files of a key directory and of the keys of a Secret.
+const (
+	// SigningKeyName holds the one PEM private key that signs (ES256, RS256 or EdDSA).
+	SigningKeyName = "signing.key"
+	// VerificationKeysName holds PEM public keys that verify but never sign: the next
+	// key, published before it signs, and previous keys kept for their tokens.
+	VerificationKeysName = "verify.pem"
+	// HMACSecretsName holds HS256 secrets, one base64 secret per line: the first
+	// signs, all verify.
+	HMACSecretsName = "hs256.keys"
+)
+
+// Content is the raw key material one read of a [Source] returns.
+//
+// Exactly one of SigningKey and HMACSecrets is present: it holds the key that signs.
+// VerificationKeys is optional.
+type Content struct {
+	// SigningKey is one PEM private key ("PRIVATE KEY", "EC PRIVATE KEY" or
+	// "RSA PRIVATE KEY"): an ECDSA P-256 key signs ES256, an RSA key of at least
+	// 2048 bits RS256, an Ed25519 key EdDSA.
+	SigningKey hotcert.Input
+	// VerificationKeys is zero or more PEM "PUBLIC KEY" blocks accepted for
+	// verification while they are listed.
+	VerificationKeys hotcert.Input
+	// HMACSecrets is a list of HS256 secrets, one per line, each base64 (standard or
+	// URL alphabet, padding optional) of at least 32 bytes. Blank lines and lines
+	// starting with '#' are ignored. The first secret signs, all verify.
+	HMACSecrets hotcert.Input
+	// Source describes where the content was read from, for logs.
+	Source string
+}
+
+// Hash returns the SHA-256 of the content's data in an unambiguous encoding (presence
+// flag and length prefix per part). Names are not hashed.
+func (c Content) Hash() [32]byte {
+	h := sha256.New()
+	h.Write([]byte("hotcert jwtkeys content v1\x00"))
+	var hdr [9]byte
+	for _, in := range [...]hotcert.Input{c.SigningKey, c.VerificationKeys, c.HMACSecrets} {
+		hdr[0] = 0
+		if in.Present() {
+			hdr[0] = 1
+		}
+		binary.BigEndian.PutUint64(hdr[1:], uint64(len(in.Data)))
+		h.Write(hdr[:])
+		h.Write(in.Data)
+	}
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
+}

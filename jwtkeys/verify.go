@@ -1,0 +1,156 @@
+package jwtkeys
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Reason classifies why a token was rejected. It is stable and safe to use as a
+// metric label.
+type Reason string
+
+// Reasons returned in [VerifyError.Reason].
+const (
+	ReasonMalformed   Reason = "malformed"     // not a compact JWS with JSON header and claims, too large, or unsupported header
+	ReasonUnknownKey  Reason = "unknown_key"   // no kid, or a kid the set does not hold (never held, or removed)
+	ReasonKeyRetired  Reason = "key_retired"   // signed by a retired key whose grace period has ended
+	ReasonAlgorithm   Reason = "algorithm"     // the alg header is not the algorithm pinned to the key (or "none")
+	ReasonSignature   Reason = "signature"     // the signature does not verify: tampered, or signed by another key
+	ReasonExpired     Reason = "expired"       // exp is past (beyond the clock skew)
+	ReasonNotYetValid Reason = "not_yet_valid" // nbf or iat is in the future (beyond the clock skew)
+	ReasonClaims      Reason = "claims"        // exp missing, or wrong issuer or audience
+)
+
+// MaxTokenSize caps the tokens Verify looks at (bytes). Real tokens are a few hundred.
+const MaxTokenSize = 16 << 10
+
+// VerifyError is returned for a rejected token. Its message names the reason and,
+// when known, the kid; it never contains the token or its signature.
+type VerifyError struct {
+	Reason Reason
+	// KeyID is the token's kid, if it had one.
+	KeyID string
+	Err   error
+}
+
+func (e *VerifyError) Error() string {
+	msg := "jwtkeys: token rejected (" + string(e.Reason) + ")"
+	if e.KeyID != "" {
+		msg += " kid " + e.KeyID
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Unwrap returns the underlying error.
+func (e *VerifyError) Unwrap() error { return e.Err }
+
+// ReasonOf returns the Reason of the first *VerifyError in err's chain, or "".
+func ReasonOf(err error) Reason {
+	var ve *VerifyError
+	if errors.As(err, &ve) {
+		return ve.Reason
+	}
+	return ""
+}
+
+// Verify checks token and returns its registered claims. The token's kid selects the
+// key; the key's pinned algorithm must match the alg header; the key must verify at
+// this moment (the signer, a listed key, or a retired key inside its grace period);
+// exp is required; exp, nbf and iat are checked with the clock skew as leeway; and
+// the issuer and audience, when configured, must match. Any failure is a
+// *VerifyError.
+func (ks *KeySet) Verify(token string) (*jwt.RegisteredClaims, error) {
+	c := new(jwt.RegisteredClaims)
+	if _, err := ks.VerifyClaims(token, c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// VerifyClaims is Verify for a claims type of the caller's (typically a struct that
+// embeds jwt.RegisteredClaims, passed as a pointer). It returns the kid of the key
+// that verified the token.
+func (ks *KeySet) VerifyClaims(token string, claims jwt.Claims) (keyID string, err error) {
+	keyID, err = ks.verify(token, claims)
+	if err != nil {
+		ks.cfg.observer.ObserveVerify(ks.cfg.component, ReasonOf(err))
+		return "", err
+	}
+	ks.cfg.observer.ObserveVerify(ks.cfg.component, "")
+	return keyID, nil
+}
+
+func (ks *KeySet) verify(token string, claims jwt.Claims) (string, error) {
+	if len(token) > MaxTokenSize {
+		return "", &VerifyError{Reason: ReasonMalformed, Err: fmt.Errorf("token of %d bytes exceeds %d", len(token), MaxTokenSize)}
+	}
+	st := ks.cur.Load()
+	now := ks.cfg.now()
+	opts := []jwt.ParserOption{
+		jwt.WithValidMethods(st.algs), // never "none"; the key's own algorithm is checked below
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithLeeway(ks.cfg.skew),
+		jwt.WithTimeFunc(ks.cfg.now),
+		jwt.WithStrictDecoding(),
+	}
+	if ks.cfg.issuer != "" {
+		opts = append(opts, jwt.WithIssuer(ks.cfg.issuer))
+	}
+	if ks.cfg.audience != "" {
+		opts = append(opts, jwt.WithAudience(ks.cfg.audience))
+	}
+	var (
+		kid      string
+		selected bool
+	)
+	_, err := jwt.NewParser(opts...).ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
+		selected = true
+		if _, ok := t.Header["crit"]; ok {
+			return nil, &VerifyError{Reason: ReasonMalformed, Err: errors.New(`unsupported "crit" header`)}
+		}
+		id, ok := t.Header["kid"].(string)
+		if !ok || id == "" {
+			return nil, &VerifyError{Reason: ReasonUnknownKey, Err: errors.New("no kid header")}
+		}
+		kid = id
+		e, ok := st.byID[id]
+		switch {
+		case !ok:
+			return nil, &VerifyError{Reason: ReasonUnknownKey, KeyID: id, Err: errors.New("no such key (never known, or removed)")}
+		case e.state == KeyRetired && !now.Before(e.until):
+			return nil, &VerifyError{Reason: ReasonKeyRetired, KeyID: id, Err: fmt.Errorf("retired key's grace period ended at %s", e.until.UTC().Format("2006-01-02T15:04:05Z"))}
+		case t.Method.Alg() != e.k.alg:
+			return nil, &VerifyError{Reason: ReasonAlgorithm, KeyID: id, Err: fmt.Errorf("alg %q, but the key is pinned to %s", t.Method.Alg(), e.k.alg)}
+		}
+		return e.k.verify, nil
+	})
+	if err == nil {
+		return kid, nil
+	}
+	var ve *VerifyError
+	switch {
+	case errors.As(err, &ve):
+		return "", ve
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return "", &VerifyError{Reason: ReasonMalformed, Err: err}
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid) && !selected:
+		// Rejected before a key was looked up: the alg is none of the set's (e.g. "none").
+		return "", &VerifyError{Reason: ReasonAlgorithm, Err: err}
+	case errors.Is(err, jwt.ErrTokenUnverifiable) && !selected:
+		return "", &VerifyError{Reason: ReasonAlgorithm, Err: err}
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+		return "", &VerifyError{Reason: ReasonSignature, KeyID: kid, Err: errors.New("signature does not verify")}
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return "", &VerifyError{Reason: ReasonExpired, KeyID: kid, Err: err}
+	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return "", &VerifyError{Reason: ReasonNotYetValid, KeyID: kid, Err: err}
+	default:
+		return "", &VerifyError{Reason: ReasonClaims, KeyID: kid, Err: err}
+	}
+}

@@ -1,0 +1,127 @@
+package jwtkeys
+
+import (
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// TestRejections: tampered tokens, algorithm confusion, unknown or missing kid, and
+// bad time or identity claims are all rejected, each with its own reason.
+func TestRejections(t *testing.T) {
+	ec, rsaKey, ed := newKey(t, ES256, 0), newKey(t, RS256, 0), newKey(t, EdDSA, 0)
+	stranger := newKey(t, ES256, 2)
+	f := newFixture(t, signing(ec, rsaKey, ed), WithIssuer("cp"), WithAudience("agents"))
+	now := f.clock.Now()
+	good := f.issue(t, "agent-1")
+	f.mustVerify(t, good)
+	parts := strings.Split(good, ".")
+	valid := func() jwt.RegisteredClaims {
+		c := claimsAt(now, time.Minute)
+		c.Issuer, c.Audience = "cp", jwt.ClaimStrings{"agents"}
+		return c
+	}
+	ecPub, _ := x509.MarshalPKIXPublicKey(newKeyPublic(t, ec))
+
+	tamperedClaims := func() string {
+		raw, _ := base64.RawURLEncoding.DecodeString(parts[1])
+		var m map[string]any
+		_ = json.Unmarshal(raw, &m)
+		m["sub"] = "admin"
+		b, _ := json.Marshal(m)
+		return parts[0] + "." + base64.RawURLEncoding.EncodeToString(b) + "." + parts[2]
+	}()
+	tamperedSig := func() string {
+		sig, _ := base64.RawURLEncoding.DecodeString(parts[2])
+		sig[len(sig)/2] ^= 1
+		return parts[0] + "." + parts[1] + "." + base64.RawURLEncoding.EncodeToString(sig)
+	}()
+	headerSwap := func(alg string) string { // same payload and signature, alg header rewritten
+		h, _ := json.Marshal(map[string]string{"alg": alg, "kid": ec.kid, "typ": "JWT"})
+		return base64.RawURLEncoding.EncodeToString(h) + "." + parts[1] + "." + parts[2]
+	}
+	noneToken := func() string {
+		c := valid()
+		tok := jwt.NewWithClaims(jwt.SigningMethodNone, c)
+		tok.Header["kid"] = ec.kid
+		s, err := tok.SignedString(jwt.UnsafeAllowNoneSignatureType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}()
+	noExp := valid()
+	noExp.ExpiresAt = nil
+	expired := valid()
+	expired.IssuedAt, expired.NotBefore = jwt.NewNumericDate(now.Add(-time.Hour)), jwt.NewNumericDate(now.Add(-time.Hour))
+	expired.ExpiresAt = jwt.NewNumericDate(now.Add(-testSkew - time.Second))
+	future := valid()
+	future.NotBefore = jwt.NewNumericDate(now.Add(testSkew + time.Minute))
+	futureIat := valid()
+	futureIat.IssuedAt = jwt.NewNumericDate(now.Add(testSkew + time.Minute))
+	wrongIss := valid()
+	wrongIss.Issuer = "evil"
+	wrongAud := valid()
+	wrongAud.Audience = jwt.ClaimStrings{"other"}
+	crit := jwt.NewWithClaims(jwt.SigningMethodES256, valid())
+	crit.Header["kid"], crit.Header["crit"] = ec.kid, []string{"exp"}
+	critTok, _ := crit.SignedString(ec.signer)
+
+	for _, tc := range []struct {
+		name string
+		tok  string
+		want Reason
+	}{
+		{"tampered claims", tamperedClaims, ReasonSignature},
+		{"tampered signature", tamperedSig, ReasonSignature},
+		{"alg none", noneToken, ReasonAlgorithm},
+		{"alg swapped to ES384", headerSwap("ES384"), ReasonAlgorithm},
+		{"alg swapped to RS256 (another key's alg)", headerSwap(RS256), ReasonAlgorithm},
+		// The classic confusion attack: HS256 "signed" with the public key as the secret.
+		{"HS256 with the public key as secret", handSigned(t, jwt.SigningMethodHS256, ec.kid, ecPub, valid()), ReasonAlgorithm},
+		{"EdDSA kid with an ES256 signature", handSigned(t, jwt.SigningMethodES256, ed.kid, ec.signer, valid()), ReasonAlgorithm},
+		{"unknown kid", handSigned(t, jwt.SigningMethodES256, stranger.kid, stranger.signer, valid()), ReasonUnknownKey},
+		{"stranger key with a known kid", handSigned(t, jwt.SigningMethodES256, ec.kid, stranger.signer, valid()), ReasonSignature},
+		{"no kid", handSigned(t, jwt.SigningMethodES256, "", ec.signer, valid()), ReasonUnknownKey},
+		{"no exp", handSigned(t, jwt.SigningMethodES256, ec.kid, ec.signer, noExp), ReasonClaims},
+		{"expired", handSigned(t, jwt.SigningMethodES256, ec.kid, ec.signer, expired), ReasonExpired},
+		{"not yet valid", handSigned(t, jwt.SigningMethodES256, ec.kid, ec.signer, future), ReasonNotYetValid},
+		{"issued in the future", handSigned(t, jwt.SigningMethodES256, ec.kid, ec.signer, futureIat), ReasonNotYetValid},
+		{"wrong issuer", handSigned(t, jwt.SigningMethodES256, ec.kid, ec.signer, wrongIss), ReasonClaims},
+		{"wrong audience", handSigned(t, jwt.SigningMethodES256, ec.kid, ec.signer, wrongAud), ReasonClaims},
+		{"crit header", critTok, ReasonMalformed},
+		{"garbage", "not a token", ReasonMalformed},
+		{"empty", "", ReasonMalformed},
+		{"padded base64", parts[0] + "=." + parts[1] + "." + parts[2], ReasonMalformed},
+		{"oversized", good + strings.Repeat("A", MaxTokenSize), ReasonMalformed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f.mustReject(t, tc.tok, tc.want)
+			_, err := f.ks.Verify(tc.tok)
+			if len(tc.tok) > 20 && strings.Contains(err.Error(), tc.tok[len(tc.tok)-20:]) {
+				t.Fatalf("error %q contains the token's signature", err)
+			}
+		})
+	}
+	// Keys of every algorithm verify their own tokens, side by side.
+	for _, k := range []*testKey{rsaKey, ed} {
+		f.mustVerify(t, handSigned(t, jwt.GetSigningMethod(k.alg), k.kid, k.signer, valid()))
+	}
+	if f.obs.verify[ReasonAlgorithm] == 0 || f.obs.verify[""] == 0 {
+		t.Fatalf("verifications not observed: %v", f.obs.verify)
+	}
+}
+
+func newKeyPublic(t *testing.T, k *testKey) any {
+	t.Helper()
+	m, err := Validate(signing(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.signer.public
+}
