@@ -54,5 +54,10 @@ workloads that cannot.`,
 
 // subcommands lists every subcommand; each lives in a file of its own.
 func subcommands(g *globals) []*cobra.Command {
-	return []*cobra.Command{}
+	return []*cobra.Command{
+		newServerCommand(g),
+		newAgentCommand(g),
+		newInspectCommand(g),
+		newCheckCommand(g),
+	}
 }

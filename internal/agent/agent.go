@@ -40,12 +40,13 @@ import (
 
 // Agent is one reference agent. Create it with New, run it with Run.
 type Agent struct {
-	cfg      Config
-	log      *slog.Logger
-	ca       *hotcert.Reloader
-	identity *hotcert.Reloader // client certificate, or nil
-	cc       *grpc.ClientConn
-	running  atomic.Bool
+	cfg       Config
+	log       *slog.Logger
+	ca        *hotcert.Reloader
+	identity  *hotcert.Reloader // client certificate, or nil
+	cc        *grpc.ClientConn
+	running   atomic.Bool
+	closeOnce sync.Once
 
 	c counters
 }
@@ -151,10 +152,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	defer func() {
-		a.cc.Close()
-		for _, r := range a.reloaders() {
-			r.Close()
-		}
+		a.Close()
 		wg.Wait()
 	}()
 	if a.cfg.Watch {
@@ -185,6 +183,19 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// Close releases the connection and stops following the files. Run calls it when
+// it returns; call it yourself only for an Agent that is never run. It is safe to
+// call more than once.
+func (a *Agent) Close() error {
+	a.closeOnce.Do(func() {
+		a.cc.Close()
+		for _, r := range a.reloaders() {
+			r.Close()
+		}
+	})
+	return nil
 }
 
 func (a *Agent) reloaders() []*hotcert.Reloader {

@@ -2,7 +2,9 @@ package agent
 
 import (
 	"crypto/x509"
+	"encoding/json"
 	"maps"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -159,4 +161,42 @@ func (c *counters) snapshot() Stats {
 		}
 	}
 	return st
+}
+
+// Status is what the agent's /healthz reports.
+type Status struct {
+	Agent  string `json:"agent"`
+	Server string `json:"server"`
+	Stats  Stats  `json:"stats"`
+	// CABundle lists the CAs the next connection trusts.
+	CABundle []inspect.Certificate `json:"ca_bundle"`
+	CASource string                `json:"ca_source"`
+	// CALastError is the last bundle reload failure (the last good bundle is in use).
+	CALastError      string `json:"ca_last_error,omitempty"`
+	CAReloadFailures uint64 `json:"ca_reload_failures"`
+}
+
+// Status returns the agent's status.
+func (a *Agent) Status() Status {
+	rs := a.ca.Status()
+	st := Status{
+		Agent: a.cfg.ID, Server: a.cfg.Server, Stats: a.Stats(),
+		CABundle: inspect.DescribeAll(rs.Current.TrustCertificates()), CASource: rs.Current.Source(),
+		CAReloadFailures: rs.Failures,
+	}
+	if rs.LastError != nil {
+		st.CALastError = rs.LastError.Error()
+	}
+	return st
+}
+
+// HealthHandler serves Status as JSON, always with 200: a disconnected agent is
+// reconnecting on its own, and restarting it would not help.
+func (a *Agent) HealthHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(a.Status())
+	})
 }

@@ -33,7 +33,7 @@ func WriteRemote(w io.Writer, r *RemoteReport, now time.Time) error {
 		fmt.Fprintf(tw, "ca bundle:\t%s (%d CA(s))\n", b.File, len(b.CAs))
 		for _, ca := range b.CAs {
 			fmt.Fprintf(tw, "  [%d] %s\tchain %s\n", ca.Index, ca.CA.Subject, checkText(ca.Chain))
-			fmt.Fprintf(tw, "      sha256 %s, not after %s\t\n", ca.CA.SHA256, ca.CA.NotAfter.Format(time.RFC3339))
+			fmt.Fprintf(tw, "      sha256 %s, not after %s\n", ca.CA.SHA256, ca.CA.NotAfter.Format(time.RFC3339))
 		}
 		verdict := "VERIFIED: an agent with this bundle accepts this replica"
 		if !b.Verified {

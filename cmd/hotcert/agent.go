@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hotcert/hotcert/internal/agent"
+	"github.com/hotcert/hotcert/metrics"
+)
+
+type agentFlags struct {
+	cfg           agent.Config
+	metricsListen string
+	metricsPrefix string
+	metricsLabel  string
+}
+
+func newAgentCommand(g *globals) *cobra.Command {
+	f := &agentFlags{}
+	cmd := &cobra.Command{
+		Use:   "agent --server ADDR --server-name NAME --ca-file F [--tls-cert F --tls-key F] [--metrics-listen ADDR]",
+		Short: "Run the reference agent: one long-lived gRPC stream to the control plane",
+		Long: `Run hotcert's reference agent (seed 002). It keeps one bidirectional gRPC stream
+open to the control plane (register, heartbeat, receive work) and reconnects with
+jittered backoff when it drops.
+
+ca.crt is re-read on every connection, the first and every reconnect, and may hold
+several CAs: a three-step CA rotation with a union bundle never fails a handshake.
+A bundle that does not load keeps the last good one and logs "agent TLS CA bundle
+reload failed" with the file path, once per bad content. A missing or invalid bundle
+at startup is a startup error. A handshake that fails verification fails the attempt
+at once, with the x509 reason (unknown_authority, hostname, expired, ...) in the log
+and in hotcert_agent_tls_handshake_failures_total{reason}.`,
+		Example: `  hotcert agent --server cp-0.cp.dexaflow.svc:9091 --server-name cp.dexaflow.svc --ca-file /etc/agent-ca/ca.crt`,
+		Args:    cobra.NoArgs,
+		RunE:    func(cmd *cobra.Command, _ []string) error { return runAgent(cmd.Context(), g, f) },
+	}
+	fl := cmd.Flags()
+	c := &f.cfg
+	fl.StringVar(&c.Server, "server", "", "control plane address host:port (required)")
+	fl.StringVar(&c.ServerName, "server-name", "", "name the server certificate must match, sent as SNI (default: the host of --server)")
+	fl.StringVar(&c.CAFile, "ca-file", "", "CA bundle the server certificate is verified against, re-read on every connection (required)")
+	fl.StringVar(&c.CertFile, "tls-cert", "", "client certificate chain for servers that require mTLS")
+	fl.StringVar(&c.KeyFile, "tls-key", "", "client private key")
+	fl.StringVar(&c.ID, "id", "", "agent id (default: host name and a random suffix)")
+	fl.BoolVar(&c.Watch, "watch", true, "also follow the files between connections, so metrics and logs show a change before the next reconnect")
+	fl.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "heartbeat period; a stream silent for three periods is dropped")
+	fl.DurationVar(&c.ConnectTimeout, "connect-timeout", 10*time.Second, "bound on opening a stream (dial, handshake, register)")
+	fl.DurationVar(&c.MinBackoff, "min-backoff", time.Second, "first delay after a failed connection attempt (doubles, jittered)")
+	fl.DurationVar(&c.MaxBackoff, "max-backoff", 30*time.Second, "longest delay between failed connection attempts")
+	fl.DurationVar(&c.ReconnectJitter, "reconnect-jitter", time.Second, "random delay, up to this, before reconnecting after a drop")
+	fl.StringVar(&f.metricsListen, "metrics-listen", "", "serve /metrics and /healthz on this address (off when empty)")
+	fl.StringVar(&f.metricsPrefix, "metrics-prefix", "hotcert", "prefix of the TLS reload metrics")
+	fl.StringVar(&f.metricsLabel, "metrics-component-label", "component", "label carrying the component in the TLS reload metrics")
+	return cmd
+}
+
+func runAgent(ctx context.Context, g *globals, f *agentFlags) error {
+	log, err := g.logger()
+	if err != nil {
+		return err
+	}
+	switch {
+	case f.cfg.Server == "":
+		return errors.New("--server is required")
+	case f.cfg.CAFile == "":
+		return errors.New("--ca-file is required")
+	}
+	cfg := f.cfg
+	cfg.Logger = log
+	cfg.MetricsOptions = []metrics.Option{metrics.WithPrefix(f.metricsPrefix), metrics.WithComponentLabel(f.metricsLabel)}
+	reg := newProcessRegistry()
+	cfg.Registerer = reg
+	a, err := agent.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wait := func() {}
+	if f.metricsListen != "" {
+		if wait, err = serveObservability(ctx, f.metricsListen, reg, a.HealthHandler(), log); err != nil {
+			a.Close()
+			return err
+		}
+	}
+	log.Info("agent starting", "agent", a.ID(), "server", cfg.Server, "server_name", cfg.ServerName, "ca_file", cfg.CAFile)
+	err = a.Run(ctx)
+	cancel()
+	wait()
+	return err
+}
