@@ -145,9 +145,6 @@ func (v *caVolume) set(t *testing.T, bundle []byte) {
 // the IP SAN), half give the DNS name "localhost" (SNI sent).
 func startAgents(t *testing.T, n int, replicas []*replica, ca *caVolume, mutate ...func(*agent.Config)) []*testAgent {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
 	agents := make([]*testAgent, 0, n)
 	for i := range n {
 		r := replicas[i%len(replicas)]
@@ -175,15 +172,23 @@ func startAgents(t *testing.T, n int, replicas []*replica, ca *caVolume, mutate 
 			t.Fatal(err)
 		}
 		ta.Agent = a
-		wg.Go(func() {
-			if err := a.Run(ctx); err != nil {
-				t.Errorf("%s: Run: %v", a.ID(), err)
-			}
-		})
+		runAgent(t, a)
 		agents = append(agents, ta)
 	}
 	waitConnected(t, agents)
 	return agents
+}
+
+// runAgent runs a until the test ends.
+func runAgent(t *testing.T, a *agent.Agent) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	wg.Go(func() {
+		if err := a.Run(ctx); err != nil {
+			t.Errorf("%s: Run: %v", a.ID(), err)
+		}
+	})
 }
 
 func waitConnected(t *testing.T, agents []*testAgent) {

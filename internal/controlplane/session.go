@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/hotcert/hotcert/internal/agentrpc"
+	"github.com/hotcert/hotcert/internal/inspect"
 )
 
 // session is one agent stream.
@@ -37,7 +38,8 @@ func (s *Server) handle(stream grpc.ServerStream) error {
 	if p, ok := peer.FromContext(ctx); ok {
 		sess.info.Remote = addrString(p.Addr)
 		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.PeerCertificates) > 0 {
-			sess.info.ClientSubject = ti.State.PeerCertificates[0].Subject.String()
+			c := ti.State.PeerCertificates[0]
+			sess.info.ClientSubject, sess.info.ClientSerial = c.Subject.String(), inspect.SerialHex(c.SerialNumber)
 		}
 	}
 	if err := agentrpc.Send(stream, agentrpc.Message{Type: agentrpc.TypeRegistered, Replica: s.cfg.Replica}); err != nil {

@@ -41,8 +41,10 @@ type AgentInfo struct {
 	ID     string    `json:"id"`
 	Remote string    `json:"remote"`
 	Since  time.Time `json:"since"`
-	// ClientSubject is the subject of the agent's client certificate (mTLS only).
+	// ClientSubject and ClientSerial describe the agent's client certificate (mTLS
+	// only); the serial is in openssl's format.
 	ClientSubject string `json:"client_subject,omitempty"`
+	ClientSerial  string `json:"client_serial,omitempty"`
 }
 
 // Stats counts what a Server did since New.

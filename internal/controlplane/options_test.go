@@ -1,0 +1,123 @@
+package controlplane_test
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/internal/agent"
+	"github.com/hotcert/hotcert/internal/agentrpc"
+	"github.com/hotcert/hotcert/internal/controlplane"
+	"github.com/hotcert/hotcert/internal/inspect"
+	"github.com/hotcert/hotcert/internal/testutil"
+	"github.com/hotcert/hotcert/source/file"
+)
+
+// mTLS: agents present client certificates re-read on every connection; an agent
+// without one is refused at once, with a reason.
+func TestMutualTLSWithClientCertificateRotation(t *testing.T) {
+	serverCA, agentCA := hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
+	clientCAs := newCAVolume(t, agentCA)
+	r := startReplica(t, "cp-0", serverCA.MustIssue(), func(c *controlplane.Config) {
+		src, err := file.New(file.WithCA(clientCAs.path()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.ClientCA = src
+	})
+	vol := newCAVolume(t, serverCA)
+
+	id := hotcerttest.MustNewAtomicWriter(filepath.Join(t.TempDir(), "agent-tls"))
+	first := agentCA.MustIssue(hotcerttest.WithCommonName("agent-00"))
+	id.MustWrite(map[string][]byte{"tls.crt": first.ChainPEM, "tls.key": first.KeyPEM})
+	agents := startAgents(t, 1, []*replica{r}, vol, func(c *agent.Config) {
+		c.CertFile, c.KeyFile = filepath.Join(id.Dir(), "tls.crt"), filepath.Join(id.Dir(), "tls.key")
+	})
+	clientSerial := func() string {
+		for _, a := range r.srv.Agents() {
+			return a.ClientSerial
+		}
+		return ""
+	}
+	if got := clientSerial(); got != inspect.SerialHex(first.Cert.SerialNumber) {
+		t.Fatalf("server saw client serial %q, want %s", got, inspect.SerialHex(first.Cert.SerialNumber))
+	}
+
+	// The agent's certificate is renewed: the next connection presents the new one.
+	second := agentCA.MustIssue(hotcerttest.WithCommonName("agent-00"))
+	id.MustWrite(map[string][]byte{"tls.crt": second.ChainPEM, "tls.key": second.KeyPEM})
+	reconnectAll(t, []*replica{r}, agents)
+	if got := clientSerial(); got != inspect.SerialHex(second.Cert.SerialNumber) {
+		t.Fatalf("after renewal the server saw client serial %q, want %s", got, inspect.SerialHex(second.Cert.SerialNumber))
+	}
+	requireNoFailures(t, "client certificate renewal", []*replica{r}, agents)
+
+	// An agent without a client certificate is refused, fast, with a reason.
+	a, err := agent.New(agent.Config{Server: r.addr, CAFile: vol.path(), ServerName: "localhost", MinBackoff: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	runAgent(t, a)
+	testutil.WaitFor(t, "the agent without a certificate to be refused", func() bool {
+		return a.Stats().ConnectFailuresByReason[agentrpc.ReasonPeerRejected] > 0
+	})
+	if d := time.Since(started); d > 3*time.Second {
+		t.Fatalf("refusal took %s", d)
+	}
+}
+
+// MaxConnectionAge moves agents onto a renewed certificate by itself, without a
+// failed handshake.
+func TestMaxConnectionAgeMovesAgentsToTheRenewedCertificate(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	r := startReplica(t, "cp-0", ca.MustIssue(), func(c *controlplane.Config) {
+		c.MaxConnectionAge, c.MaxConnectionAgeGrace = 300*time.Millisecond, 100*time.Millisecond
+	})
+	agents := startAgents(t, 4, []*replica{r}, newCAVolume(t, ca))
+	renewed := ca.MustIssue()
+	r.serve(t, renewed)
+	testutil.WaitFor(t, "every agent to reconnect onto the renewed certificate", func() bool {
+		for _, a := range agents {
+			if fp, ok := a.ServerFingerprint(); !ok || fp != r.srv.Certificate().Current().LeafFingerprint() {
+				return false
+			}
+		}
+		return true
+	})
+	requireNoFailures(t, "max connection age", []*replica{r}, agents)
+}
+
+// Work is pushed on the stream, periodically and on demand.
+func TestWorkItemsArePushedToAgents(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	r := startReplica(t, "cp-0", ca.MustIssue(), func(c *controlplane.Config) { c.WorkInterval = 20 * time.Millisecond })
+	var events eventLog
+	agents := startAgents(t, 3, []*replica{r}, newCAVolume(t, ca), events.record)
+	testutil.WaitFor(t, "periodic work on every agent", func() bool {
+		for _, a := range agents {
+			if a.Stats().WorkItems < 2 {
+				return false
+			}
+		}
+		return true
+	})
+	if n := r.srv.Broadcast("rotate-now"); n != len(agents) {
+		t.Fatalf("Broadcast reached %d agents, want %d", n, len(agents))
+	}
+	testutil.WaitFor(t, "the broadcast payload", func() bool {
+		events.mu.Lock()
+		defer events.mu.Unlock()
+		n := 0
+		for _, e := range events.events {
+			if e.Kind == agent.EventWork && e.Payload == "rotate-now" {
+				n++
+			}
+		}
+		return n == len(agents)
+	})
+	if st := r.srv.Stats(); st.WorkItemsSent == 0 || st.HeartbeatsReceived == 0 || st.ConnectedAgents != len(agents) {
+		t.Fatalf("server stats %+v", st)
+	}
+}
