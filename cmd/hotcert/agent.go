@@ -68,6 +68,8 @@ func runAgent(ctx context.Context, g *globals, f *agentFlags) error {
 		return errors.New("--server is required")
 	case f.cfg.CAFile == "":
 		return errors.New("--ca-file is required")
+	case (f.cfg.CertFile == "") != (f.cfg.KeyFile == ""):
+		return errors.New("--tls-cert and --tls-key go together")
 	}
 	cfg := f.cfg
 	cfg.Logger = log

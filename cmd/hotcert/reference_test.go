@@ -258,7 +258,7 @@ func TestServerAndAgentStartupErrors(t *testing.T) {
 		{[]string{"agent", "--server", "127.0.0.1:1", "--ca-file", empty}, empty},
 		{[]string{"agent", "--ca-file", crt}, "--server"},
 		{[]string{"agent", "--server", "127.0.0.1:1"}, "--ca-file"},
-		{[]string{"agent", "--server", "127.0.0.1:1", "--ca-file", writeTemp(t, "ca.crt", hotcerttest.BundlePEM(ca)), "--tls-cert", crt}, "KeyFile"},
+		{[]string{"agent", "--server", "127.0.0.1:1", "--ca-file", writeTemp(t, "ca.crt", hotcerttest.BundlePEM(ca)), "--tls-cert", crt}, "--tls-key"},
 	} {
 		_, _, err := run(ctx, tc.args...)
 		requireOneLine(t, err, tc.want)

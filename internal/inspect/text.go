@@ -29,22 +29,27 @@ func WriteRemote(w io.Writer, r *RemoteReport, now time.Time) error {
 		fmt.Fprintf(tw, "  [%d]\t%s (issuer %s, sha256 %s)\n", i+2, c.Subject, c.Issuer, c.SHA256)
 	}
 	fmt.Fprintf(tw, "hostname %s:\t%s\n", r.VerifyName, checkText(r.Hostname))
-	if b := r.Bundle; b != nil {
-		fmt.Fprintf(tw, "ca bundle:\t%s (%d CA(s))\n", b.File, len(b.CAs))
-		for _, ca := range b.CAs {
-			fmt.Fprintf(tw, "  [%d] %s\tchain %s\n", ca.Index, ca.CA.Subject, checkText(ca.Chain))
-			fmt.Fprintf(tw, "      sha256 %s, not after %s\n", ca.CA.SHA256, ca.CA.NotAfter.Format(time.RFC3339))
-		}
-		verdict := "VERIFIED: an agent with this bundle accepts this replica"
-		if !b.Verified {
-			verdict = "NOT VERIFIED: an agent with this bundle refuses this replica"
-		}
-		fmt.Fprintf(tw, "result:\t%s\n", verdict)
-	}
 	for _, warn := range r.Warnings {
 		fmt.Fprintf(tw, "warning:\t%s\n", warn)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	b := r.Bundle
+	if b == nil {
+		return nil
+	}
+	fmt.Fprintf(w, "ca bundle %s: %d CA(s), each tried on its own\n", b.File, len(b.CAs))
+	for _, ca := range b.CAs {
+		fmt.Fprintf(w, "  [%d] %s: chain %s\n", ca.Index, ca.CA.Subject, checkText(ca.Chain))
+		fmt.Fprintf(w, "      sha256 %s, not after %s\n", ca.CA.SHA256, ca.CA.NotAfter.Format(time.RFC3339))
+	}
+	verdict := "VERIFIED: an agent with this bundle accepts this replica"
+	if !b.Verified {
+		verdict = "NOT VERIFIED: an agent with this bundle refuses this replica"
+	}
+	_, err := fmt.Fprintf(w, "result: %s\n", verdict)
+	return err
 }
 
 // WriteFiles prints a FilesReport for people.
@@ -63,17 +68,20 @@ func WriteFiles(w io.Writer, r *FilesReport, now time.Time) error {
 			fmt.Fprintf(tw, "  [%d]\t%s (issuer %s)\n", i+2, c.Subject, c.Issuer)
 		}
 	}
-	if len(r.CABundle) > 0 {
-		fmt.Fprintf(tw, "ca bundle:\t%d CA(s)\n", len(r.CABundle))
-		for i, c := range r.CABundle {
-			fmt.Fprintf(tw, "  [%d] %s\tsha256 %s, not after %s\n", i+1, c.Subject, c.SHA256, c.NotAfter.Format(time.RFC3339))
-		}
-	}
 	if r.ChainsToBundle != nil {
 		fmt.Fprintf(tw, "leaf chains to bundle:\t%s\n", checkText(*r.ChainsToBundle))
 	}
-	fmt.Fprintf(tw, "result:\tOK: the reloader would load these files\n")
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(r.CABundle) > 0 {
+		fmt.Fprintf(w, "ca bundle: %d CA(s)\n", len(r.CABundle))
+		for i, c := range r.CABundle {
+			fmt.Fprintf(w, "  [%d] %s\n      sha256 %s, not after %s\n", i+1, c.Subject, c.SHA256, c.NotAfter.Format(time.RFC3339))
+		}
+	}
+	_, err := fmt.Fprintln(w, "result: OK: the reloader would load these files")
+	return err
 }
 
 func writeCert(w io.Writer, indent string, c Certificate, now time.Time) {
