@@ -55,6 +55,7 @@ workloads that cannot.`,
 // subcommands lists every subcommand; each lives in a file of its own.
 func subcommands(g *globals) []*cobra.Command {
 	return []*cobra.Command{
+		newDemoCommand(g),
 		newServerCommand(g),
 		newAgentCommand(g),
 		newInspectCommand(g),

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDemoCommand runs `hotcert demo` as CI does: short mode, its invariants checked
+// by the demo itself, and the exit status (an error from the command) on a broken one.
+func TestDemoCommand(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out := t.TempDir()
+	stdout, _, err := run(ctx, "demo", "--short", "--agents", "8", "--out", out)
+	if err != nil {
+		t.Fatalf("hotcert demo failed: %v\n%s", err, stdout)
+	}
+	if !strings.Contains(stdout, "every invariant held") {
+		t.Fatalf("no verdict in the output:\n%s", stdout)
+	}
+	if _, err := os.Stat(filepath.Join(out, "timeline.svg")); err != nil {
+		t.Fatal(err)
+	}
+
+	_, _, err = run(ctx, "demo", "--short", "--agents", "4", "--out", t.TempDir(), "--break", "one-step-ca")
+	if err == nil || !strings.Contains(err.Error(), "invariant broken") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("a broken invariant must fail the command with a one-line reason, got %v", err)
+	}
+	_, _, err = run(ctx, "demo", "--agents", "0")
+	requireOneLine(t, err, "--agents")
+}

@@ -1,0 +1,192 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hotcert/hotcert/hotcerttest"
+)
+
+// PhaseResult is what one phase did.
+type PhaseResult struct {
+	Name            string
+	Duration        time.Duration
+	Handshakes      uint64 // agent streams opened (each after a full TLS handshake)
+	Failures        uint64 // handshakes that failed TLS verification
+	Aborted         uint64 // handshakes cut by a connection the demo dropped
+	UnexpectedDrops int64  // stream drops the demo did not cause
+	Reloads         uint64 // certificates reloaded by replicas
+	ReloadP50       time.Duration
+	ReloadP99       time.Duration
+	Err             error
+}
+
+// Result is what a demo run did.
+type Result struct {
+	Phases   []PhaseResult
+	Broken   []string // broken invariants; empty when the run is good
+	Timeline string   // path of the SVG
+	Log      string   // path of the servers' and agents' log
+}
+
+// Run plays the story. It returns an error naming every broken invariant.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	cfg.defaults()
+	if cfg.Out == "" {
+		return nil, errors.New("demo: an output directory is required")
+	}
+	p := newProgress(cfg.Stdout, cfg.Terminal)
+	p.linef("hotcert demo: %d control-plane replicas, %d agents, files in %s", cfg.Replicas, cfg.Agents, cfg.Out)
+
+	oldCA := hotcerttest.MustNewCA(hotcerttest.WithCommonName("hotcert demo CA 2025"))
+	newCA := hotcerttest.MustNewCA(hotcerttest.WithCommonName("hotcert demo CA 2026"))
+	first := oldCA.MustIssue(serverLeaf()...)
+	w, err := newWorld(cfg, oldCA, first)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Timeline: filepath.Join(cfg.Out, "timeline.svg"), Log: filepath.Join(cfg.Out, "demo.log")}
+	defer w.close()
+	if err := w.writePEM("pki/ca-2026.crt", newCA.CertPEM); err != nil {
+		return nil, err
+	}
+
+	// Sample the system for the live line and the timeline.
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	var sampler sync.WaitGroup
+	phaseName := "connecting agents"
+	var phaseMu sync.Mutex
+	sampler.Go(func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-sampleCtx.Done():
+				return
+			case <-t.C:
+			}
+			n := w.connected()
+			w.tl.Sample(n, w.c.connects.Load(), w.c.handshakeFails.Load())
+			phaseMu.Lock()
+			name := phaseName
+			phaseMu.Unlock()
+			p.status("%-32s agents %4d/%d connected · handshakes %6d ok / %d failed · reloads %d",
+				name, n, len(w.agents), w.c.connects.Load(), w.c.handshakeFails.Load(), w.c.reloads.Load())
+		}
+	})
+
+	s := &story{w: w, oldCA: oldCA, newCA: newCA, current: first}
+	w.tl.Mark(MarkPhase, "agents connect")
+	if err := w.waitFor(ctx, func() bool { return w.connected() == len(w.agents) }); err != nil {
+		res.Broken = append(res.Broken, fmt.Sprintf("only %d of %d agents connected at start", w.connected(), len(w.agents)))
+	}
+	w.hold(ctx)
+	for _, ph := range s.phases() {
+		if ctx.Err() != nil {
+			break
+		}
+		phaseMu.Lock()
+		phaseName = ph.name
+		phaseMu.Unlock()
+		pr := s.play(ctx, ph)
+		w.hold(ctx) // a steady state between rotations, visible on the timeline
+		res.Phases = append(res.Phases, pr)
+		p.linef("%-32s %s", ph.name, verdict(pr))
+		if ph.safe {
+			res.Broken = append(res.Broken, brokenIn(pr)...)
+		}
+	}
+	if n := w.c.botchedFPsServed.Load(); n != 0 {
+		res.Broken = append(res.Broken, fmt.Sprintf("the botched certificate was served to %d agents", n))
+	}
+	stopSampling()
+	sampler.Wait()
+	p.clear()
+
+	if err := writeTimeline(w.tl, res.Timeline, cfg); err != nil {
+		return res, err
+	}
+	writeSummary(cfg.Stdout, res, w.latencies())
+	if ctx.Err() != nil {
+		return res, fmt.Errorf("demo: interrupted: %w", ctx.Err())
+	}
+	if len(res.Broken) > 0 {
+		return res, fmt.Errorf("demo: invariant broken: %s", strings.Join(res.Broken, "; "))
+	}
+	return res, nil
+}
+
+// play runs one phase and measures it.
+func (s *story) play(ctx context.Context, ph phase) PhaseResult {
+	w := s.w
+	w.tl.Mark(MarkPhase, ph.name)
+	start := time.Now()
+	connects, fails, aborted := w.c.connects.Load(), w.c.handshakeFails.Load(), w.c.aborted.Load()
+	drops, forced, reloads := w.c.drops.Load(), w.c.forcedDrops.Load(), w.c.reloads.Load()
+	lats := len(w.latencies())
+	err := ph.run(ctx)
+	pr := PhaseResult{
+		Name:            ph.name,
+		Duration:        time.Since(start),
+		Handshakes:      w.c.connects.Load() - connects,
+		Failures:        w.c.handshakeFails.Load() - fails,
+		Aborted:         w.c.aborted.Load() - aborted,
+		UnexpectedDrops: int64(w.c.drops.Load()-drops) - int64(w.c.forcedDrops.Load()-forced),
+		Reloads:         w.c.reloads.Load() - reloads,
+		Err:             err,
+	}
+	if pr.UnexpectedDrops < 0 {
+		pr.UnexpectedDrops = 0 // a dropped connection that had no stream yet
+	}
+	all := w.latencies()
+	if phaseLats := all[min(lats, len(all)):]; len(phaseLats) > 0 {
+		slices.Sort(phaseLats)
+		pr.ReloadP50 = phaseLats[len(phaseLats)/2]
+		pr.ReloadP99 = phaseLats[(len(phaseLats)*99)/100]
+	}
+	return pr
+}
+
+func brokenIn(pr PhaseResult) []string {
+	var b []string
+	if pr.Err != nil {
+		b = append(b, fmt.Sprintf("%s: %v", pr.Name, pr.Err))
+	}
+	if pr.Failures > 0 {
+		b = append(b, fmt.Sprintf("%s: %d failed handshakes (want 0)", pr.Name, pr.Failures))
+	}
+	if pr.UnexpectedDrops > 0 {
+		b = append(b, fmt.Sprintf("%s: %d unexpected stream drops (want 0)", pr.Name, pr.UnexpectedDrops))
+	}
+	return b
+}
+
+func verdict(pr PhaseResult) string {
+	if b := brokenIn(pr); len(b) > 0 {
+		return "BROKEN: " + strings.Join(b, "; ")
+	}
+	return fmt.Sprintf("ok (%d handshakes, 0 failed, %s)", pr.Handshakes, pr.Duration.Round(10*time.Millisecond))
+}
+
+func writeTimeline(tl *Timeline, path string, cfg Config) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	title := fmt.Sprintf("hotcert demo: %d replicas, %d agents", cfg.Replicas, cfg.Agents)
+	if err := tl.WriteSVG(f, title); err != nil {
+		f.Close()
+		return fmt.Errorf("demo: writing %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	return nil
+}

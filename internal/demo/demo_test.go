@@ -1,0 +1,68 @@
+package demo
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func run(t *testing.T, b Break) (*Result, string, error) {
+	t.Helper()
+	var out strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, Config{Out: t.TempDir(), Agents: 10, Short: true, Break: b, Stdout: &out, PhaseTimeout: 30 * time.Second})
+	return res, out.String(), err
+}
+
+func TestDemoHoldsEveryInvariant(t *testing.T) {
+	res, out, err := run(t, BreakNone)
+	if err != nil {
+		t.Fatalf("demo failed: %v\n%s", err, out)
+	}
+	want := []string{"renew server certificate", "CA step 1: union bundle", "CA step 2: new-CA certificate", "CA step 3: drop old CA", "botched rotation refused"}
+	if len(res.Phases) != len(want) {
+		t.Fatalf("%d phases, want %d", len(res.Phases), len(want))
+	}
+	for i, ph := range res.Phases {
+		if ph.Name != want[i] || ph.Err != nil || ph.Failures != 0 || ph.UnexpectedDrops != 0 {
+			t.Errorf("phase %d: %+v", i, ph)
+		}
+		if ph.Handshakes < 10 {
+			t.Errorf("%s: %d handshakes: the agents did not all reconnect", ph.Name, ph.Handshakes)
+		}
+	}
+	if res.Phases[0].Reloads != 2 || res.Phases[2].Reloads != 2 {
+		t.Errorf("each replica must reload once per server-certificate rotation: %d, %d", res.Phases[0].Reloads, res.Phases[2].Reloads)
+	}
+	if !strings.Contains(out, "every invariant held") {
+		t.Errorf("summary lacks the verdict:\n%s", out)
+	}
+	svg, err := os.ReadFile(res.Timeline)
+	if err != nil || !strings.Contains(string(svg), "CA step 2") {
+		t.Errorf("timeline missing or incomplete: %v", err)
+	}
+	logs, err := os.ReadFile(filepath.Join(filepath.Dir(res.Timeline), "demo.log"))
+	if err != nil || strings.Count(string(logs), `msg="TLS certificate reload failed"`) != 1 {
+		t.Errorf("want exactly one reload-failure line in the log (the botched rotation): %v", err)
+	}
+	if strings.Contains(string(logs), "PRIVATE KEY") {
+		t.Error("the log contains key material")
+	}
+}
+
+func TestDemoReportsAnUnsafeRotation(t *testing.T) {
+	res, out, err := run(t, BreakOneStepCA)
+	if err == nil {
+		t.Fatalf("the one-step CA swap passed as safe:\n%s", out)
+	}
+	if !strings.Contains(err.Error(), "UNSAFE one-step CA swap") || !strings.Contains(err.Error(), "failed handshakes") {
+		t.Fatalf("error does not name the broken invariant: %v", err)
+	}
+	if res == nil || len(res.Broken) == 0 || !strings.Contains(out, "BROKEN") {
+		t.Fatalf("summary does not show the broken invariant:\n%s", out)
+	}
+}

@@ -1,0 +1,104 @@
+package demo
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// progress prints a live status line on a terminal, plain lines elsewhere.
+type progress struct {
+	mu       sync.Mutex
+	w        io.Writer
+	terminal bool
+	width    int
+}
+
+func newProgress(w io.Writer, terminal bool) *progress { return &progress{w: w, terminal: terminal} }
+
+// status rewrites the live line (terminals only).
+func (p *progress) status(format string, args ...any) {
+	if !p.terminal {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := fmt.Sprintf(format, args...)
+	pad := max(0, p.width-len(s))
+	p.width = len(s)
+	fmt.Fprintf(p.w, "\r%s%s", s, strings.Repeat(" ", pad))
+}
+
+// linef prints a line that stays.
+func (p *progress) linef(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.terminal && p.width > 0 {
+		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", p.width))
+		p.width = 0
+	}
+	fmt.Fprintf(p.w, format+"\n", args...)
+}
+
+func (p *progress) clear() { p.linef("") }
+
+// writeSummary prints the table per phase and where the files are.
+func writeSummary(w io.Writer, res *Result, all []time.Duration) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\thandshakes\tfailed\tunexpected drops\treloads\treload p50\treload p99\t")
+	ms := func(d time.Duration) string {
+		if d == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	}
+	for _, ph := range res.Phases {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t\n", ph.Name, ph.Handshakes, ph.Failures, ph.UnexpectedDrops, ph.Reloads, ms(ph.ReloadP50), ms(ph.ReloadP99))
+	}
+	tw.Flush()
+	if len(all) > 0 {
+		s := slices.Clone(all)
+		slices.Sort(s)
+		fmt.Fprintf(w, "\nreload latency (kubelet rename → served) over %d reloads: p50 %s, p99 %s\n", len(s), ms(s[len(s)/2]), ms(s[len(s)*99/100]))
+	}
+	fmt.Fprintf(w, "timeline: %s\nlog:      %s\n", res.Timeline, res.Log)
+	if len(res.Broken) == 0 {
+		fmt.Fprintln(w, "\nevery invariant held: no failed handshake, no unexpected drop, the botched certificate never served, one log line and one count for it.")
+	} else {
+		fmt.Fprintln(w, "\nBROKEN invariants:")
+		for _, b := range res.Broken {
+			fmt.Fprintln(w, "  - "+b)
+		}
+	}
+}
+
+// metricValue sums the samples of a counter or gauge in the replica's registry.
+func metricValue(r *replica, name string) float64 {
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		return -1
+	}
+	var v float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			v += value(m)
+		}
+	}
+	return v
+}
+
+func value(m *dto.Metric) float64 {
+	if c := m.GetCounter(); c != nil {
+		return c.GetValue()
+	}
+	return m.GetGauge().GetValue()
+}

@@ -1,0 +1,302 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/internal/agent"
+	"github.com/hotcert/hotcert/internal/agentrpc"
+	"github.com/hotcert/hotcert/internal/controlplane"
+	"github.com/hotcert/hotcert/source/file"
+)
+
+// replica is one control-plane replica with its kubelet-style Secret volume.
+type replica struct {
+	name   string
+	srv    *controlplane.Server
+	addr   string
+	volume *hotcerttest.AtomicWriter
+	reg    *prometheus.Registry
+
+	mu     sync.Mutex
+	swapAt time.Time       // when the kubelet-style rename happened
+	lat    []time.Duration // rename → served, per reload
+}
+
+// counters are totals over the whole run, read per phase as differences.
+type counters struct {
+	connects         atomic.Uint64 // streams registered by agents (each after a TLS handshake)
+	handshakeFails   atomic.Uint64 // TLS handshakes that failed verification, seen by agents
+	aborted          atomic.Uint64 // handshakes cut by a dropped connection (not a TLS verdict)
+	drops            atomic.Uint64 // established agent streams that ended
+	reloads          atomic.Uint64 // certificates reloaded by replicas
+	reloadsRefused   atomic.Uint64 // reloads refused by replicas (bad material)
+	forcedDrops      atomic.Uint64 // streams the demo dropped on purpose
+	botchedFPsServed atomic.Uint64 // streams that saw a botched certificate
+}
+
+// world is everything the demo runs.
+type world struct {
+	cfg      Config
+	log      *slog.Logger
+	sink     *logSink
+	logFile  *os.File
+	tl       *Timeline
+	c        counters
+	caVolume *hotcerttest.AtomicWriter
+	replicas []*replica
+	agents   []*agent.Agent
+	botched  atomic.Pointer[hotcert.Fingerprint]
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// caPath is the agents' ConfigMap volume file.
+func (w *world) caPath() string { return filepath.Join(w.caVolume.Dir(), "ca.crt") }
+
+func newWorld(cfg Config, rootCA *hotcerttest.CA, first *hotcerttest.Leaf) (*world, error) {
+	logFile, err := os.Create(filepath.Join(cfg.Out, "demo.log"))
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	w := &world{cfg: cfg, logFile: logFile, tl: NewTimeline()}
+	w.sink = newLogSink(logFile)
+	w.log = slog.New(slog.NewTextHandler(w.sink, nil))
+	if err := w.writePEM("pki/ca-2025.crt", rootCA.CertPEM); err != nil {
+		return nil, err
+	}
+
+	w.caVolume, err = hotcerttest.NewAtomicWriter(filepath.Join(cfg.Out, "agent-ca"))
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	if _, err := w.caVolume.Write(map[string][]byte{"ca.crt": hotcerttest.BundlePEM(rootCA)}); err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	for i := range cfg.Replicas {
+		if err := w.startReplica(ctx, fmt.Sprintf("replica-%d", i), first); err != nil {
+			w.close()
+			return nil, err
+		}
+	}
+	for i := range cfg.Agents {
+		if err := w.startAgent(ctx, i); err != nil {
+			w.close()
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+func (w *world) writePEM(name string, data []byte) error {
+	p := filepath.Join(w.cfg.Out, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	return nil
+}
+
+func (w *world) startReplica(ctx context.Context, name string, leaf *hotcerttest.Leaf) error {
+	r := &replica{name: name, reg: prometheus.NewRegistry()}
+	var err error
+	r.volume, err = hotcerttest.NewAtomicWriter(filepath.Join(w.cfg.Out, name, "tls"),
+		hotcerttest.WithBeforeSwap(func() { r.mu.Lock(); r.swapAt = time.Now(); r.mu.Unlock() }))
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	if _, err := r.volume.Write(map[string][]byte{"tls.crt": leaf.ChainPEM, "tls.key": leaf.KeyPEM}); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	src, err := file.New(file.WithKeyPair(filepath.Join(r.volume.Dir(), "tls.crt"), filepath.Join(r.volume.Dir(), "tls.key")))
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	r.srv, err = controlplane.New(controlplane.Config{
+		TLS:        src,
+		Replica:    name,
+		Logger:     w.log.With("replica", name),
+		Registerer: r.reg,
+	})
+	if err != nil {
+		return fmt.Errorf("demo: starting %s: %w", name, err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	r.addr = ln.Addr().String()
+	unsub := r.srv.Certificate().Subscribe(func(_, next *hotcert.Material) {
+		r.mu.Lock()
+		lat := time.Since(r.swapAt)
+		r.lat = append(r.lat, lat)
+		r.mu.Unlock()
+		w.c.reloads.Add(1)
+		w.tl.Mark(MarkReload, fmt.Sprintf("%s serves serial %s", name, next.Leaf().SerialNumber.Text(16)))
+	})
+	w.wg.Go(func() {
+		defer unsub()
+		if err := r.srv.Serve(ctx, ln); err != nil {
+			w.log.Error("replica stopped", "replica", name, "error", err)
+		}
+	})
+	w.replicas = append(w.replicas, r)
+	return nil
+}
+
+func (w *world) startAgent(ctx context.Context, i int) error {
+	r := w.replicas[i%len(w.replicas)]
+	hb := 2 * time.Second
+	if w.cfg.Short {
+		hb = time.Second
+	}
+	a, err := agent.New(agent.Config{
+		ID:                fmt.Sprintf("agent-%04d", i),
+		Server:            r.addr,
+		ServerName:        "localhost",
+		CAFile:            w.caPath(),
+		Logger:            w.log.With("agent", i),
+		HeartbeatInterval: hb,
+		ConnectTimeout:    10 * time.Second,
+		MinBackoff:        100 * time.Millisecond,
+		MaxBackoff:        time.Second,
+		ReconnectJitter:   300 * time.Millisecond,
+		OnEvent:           w.onAgentEvent,
+	})
+	if err != nil {
+		return fmt.Errorf("demo: starting agent %d: %w", i, err)
+	}
+	w.agents = append(w.agents, a)
+	w.wg.Go(func() { _ = a.Run(ctx) })
+	return nil
+}
+
+func (w *world) onAgentEvent(ev agent.Event) {
+	switch ev.Kind {
+	case agent.EventConnected:
+		w.c.connects.Add(1)
+		if b := w.botched.Load(); b != nil && ev.Peer != nil && hotcert.FingerprintOf(ev.Peer) == *b {
+			w.c.botchedFPsServed.Add(1)
+		}
+	case agent.EventHandshakeFailed:
+		switch ev.Reason {
+		case agentrpc.ReasonUnreachable, agentrpc.ReasonTimeout:
+			w.c.aborted.Add(1) // the demo dropped the connection mid-handshake
+		default:
+			w.c.handshakeFails.Add(1) // drawn as red bars on the timeline
+		}
+	case agent.EventStreamDropped:
+		w.c.drops.Add(1)
+	}
+}
+
+// connected counts agents with an open stream.
+func (w *world) connected() int {
+	n := 0
+	for _, a := range w.agents {
+		if _, ok := a.ServerFingerprint(); ok {
+			n++
+		}
+	}
+	return n
+}
+
+// onCertificate counts agents whose current stream runs on the certificate fp.
+func (w *world) onCertificate(fp hotcert.Fingerprint) int {
+	n := 0
+	for _, a := range w.agents {
+		if got, ok := a.ServerFingerprint(); ok && got == fp {
+			n++
+		}
+	}
+	return n
+}
+
+// dropAll closes every agent connection on every replica, as a rollout of the
+// control plane or a network blip would, forcing new handshakes.
+func (w *world) dropAll() {
+	for _, r := range w.replicas {
+		w.c.forcedDrops.Add(uint64(r.srv.DropConnections()))
+	}
+}
+
+// waitFor polls cond until it holds or the phase timeout passes.
+func (w *world) waitFor(ctx context.Context, cond func() bool) error {
+	deadline := time.Now().Add(w.cfg.PhaseTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return errors.New("timed out")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// rotate writes a key pair into every replica's volume (or only the given ones)
+// and waits until each serves it.
+func (w *world) write(r *replica, crt, key []byte) error {
+	if _, err := r.volume.Write(map[string][]byte{"tls.crt": crt, "tls.key": key}); err != nil {
+		return fmt.Errorf("demo: writing %s's certificate: %w", r.name, err)
+	}
+	return nil
+}
+
+func (w *world) writeBundle(cas ...*hotcerttest.CA) error {
+	if _, err := w.caVolume.Write(map[string][]byte{"ca.crt": hotcerttest.BundlePEM(cas...)}); err != nil {
+		return fmt.Errorf("demo: writing the agents' CA bundle: %w", err)
+	}
+	return nil
+}
+
+// latencies returns every reload latency observed so far.
+func (w *world) latencies() []time.Duration {
+	var out []time.Duration
+	for _, r := range w.replicas {
+		r.mu.Lock()
+		out = append(out, r.lat...)
+		r.mu.Unlock()
+	}
+	return out
+}
+
+func (w *world) close() {
+	w.cancel()
+	w.wg.Wait()
+	for _, r := range w.replicas {
+		r.srv.Close()
+	}
+	w.logFile.Close()
+}
+
+// hold lets the system run steadily for a moment.
+func (w *world) hold(ctx context.Context) {
+	d := 2 * time.Second
+	if w.cfg.Short {
+		d = 200 * time.Millisecond
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
