@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -233,3 +234,19 @@ func claimsAt(now time.Time, ttl time.Duration) jwt.RegisteredClaims {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// leaks reports whether s holds a PEM header or a 16-character fragment of the base64
+// body of any of the PEM private keys or base64 secrets given.
+func leaks(s string, secrets ...[]byte) bool {
+	if strings.Contains(s, "-----BEGIN") {
+		return true
+	}
+	for _, sec := range secrets {
+		for line := range strings.SplitSeq(string(sec), "\n") {
+			if len(line) >= 16 && !strings.HasPrefix(line, "-----") && strings.Contains(s, line[:16]) {
+				return true
+			}
+		}
+	}
+	return false
+}

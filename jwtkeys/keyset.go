@@ -83,11 +83,12 @@ func New(ctx context.Context, src Source, opts ...Option) (*KeySet, error) {
 // on a normal stop, and may be called once.
 func (ks *KeySet) Start(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var wg sync.WaitGroup
-	defer wg.Wait()
 	wg.Go(func() { ks.expireLoop(ctx) })
-	if err := ks.engine.Run(ctx); err != nil {
+	err := ks.engine.Run(ctx) // returns on ctx or Close
+	cancel()
+	wg.Wait()
+	if err != nil {
 		return fmt.Errorf("jwtkeys: %w", err)
 	}
 	return nil

@@ -45,12 +45,14 @@ func (m *MemorySource) Read(context.Context) (Content, error) {
 	return c, nil
 }
 
-// Watch implements [Source].
+// Watch implements [Source]: changed is called once when the watch starts and after
+// every Set.
 func (m *MemorySource) Watch(ctx context.Context, changed func()) error {
 	fn := &changed
 	m.mu.Lock()
 	m.watchers[fn] = struct{}{}
 	m.mu.Unlock()
+	changed() // a Set may have happened before the watch was up
 	<-ctx.Done()
 	m.mu.Lock()
 	delete(m.watchers, fn)
