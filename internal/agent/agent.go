@@ -38,6 +38,8 @@ import (
 	"github.com/hotcert/hotcert/tlsconfig"
 )
 
+const bufferSize = 4 << 10
+
 // Agent is one reference agent. Create it with New, run it with Run.
 type Agent struct {
 	cfg       Config
@@ -122,6 +124,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a.cc, err = grpc.NewClient(target,
 		grpc.WithTransportCredentials(creds),
+		// Messages are tiny: small transport buffers keep a thousand agents in one
+		// process cheap (the default is 32 KiB each way per connection).
+		grpc.WithReadBufferSize(bufferSize), grpc.WithWriteBufferSize(bufferSize),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: cfg.MinBackoff, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.MaxBackoff},
 			MinConnectTimeout: cfg.ConnectTimeout,
@@ -348,7 +353,7 @@ func (a *Agent) run(ctx context.Context, cancel context.CancelFunc, stream grpc.
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-hb.C:
-			if silent := time.Since(time.Unix(0, lastRecv.Load())); silent > 3*a.cfg.HeartbeatInterval {
+			if silent := time.Since(time.Unix(0, lastRecv.Load())); silent > a.cfg.HeartbeatTimeout {
 				return fmt.Errorf("agent: nothing received from the control plane for %s", silent.Round(time.Millisecond))
 			}
 			seq++

@@ -60,8 +60,12 @@ type Config struct {
 	Watch bool
 
 	// HeartbeatInterval is how often the agent heartbeats on its stream (default
-	// 10s). A stream that receives nothing for three intervals is dropped.
+	// 10s).
 	HeartbeatInterval time.Duration
+	// HeartbeatTimeout is how long a stream may receive nothing (no heartbeat
+	// acknowledgement, no work) before the agent drops it and reconnects (default
+	// three heartbeat intervals).
+	HeartbeatTimeout time.Duration
 	// ConnectTimeout bounds opening a stream: TCP connect, TLS handshake, register
 	// (default 10s). A failing handshake fails at once; this only bounds a hang.
 	ConnectTimeout time.Duration
@@ -85,7 +89,7 @@ func (c *Config) setDefaults() error {
 		return errors.New("agent: Config.CAFile (the CA bundle) is required")
 	case (c.CertFile == "") != (c.KeyFile == ""):
 		return errors.New("agent: a client certificate needs both CertFile and KeyFile")
-	case c.HeartbeatInterval < 0 || c.ConnectTimeout < 0 || c.MinBackoff < 0 || c.MaxBackoff < 0 || c.ReconnectJitter < 0:
+	case c.HeartbeatInterval < 0 || c.HeartbeatTimeout < 0 || c.ConnectTimeout < 0 || c.MinBackoff < 0 || c.MaxBackoff < 0 || c.ReconnectJitter < 0:
 		return errors.New("agent: durations must not be negative")
 	}
 	if c.ID == "" {
@@ -103,6 +107,7 @@ func (c *Config) setDefaults() error {
 		}
 	}
 	def(&c.HeartbeatInterval, 10*time.Second)
+	def(&c.HeartbeatTimeout, 3*c.HeartbeatInterval)
 	def(&c.ConnectTimeout, 10*time.Second)
 	def(&c.MinBackoff, time.Second)
 	def(&c.MaxBackoff, 30*time.Second)

@@ -15,15 +15,16 @@ import (
 // Reasons a TLS handshake or a connection attempt failed: stable values for metric
 // labels, alerts and log attributes.
 const (
-	ReasonUnknownAuthority = "unknown_authority" // the peer's chain does not reach a trusted CA
-	ReasonHostname         = "hostname"          // the certificate does not name the host dialed
-	ReasonExpired          = "expired"           // the certificate is expired or not yet valid
-	ReasonInvalid          = "invalid"           // another x509 verification failure (usage, constraints, ...)
-	ReasonPeerRejected     = "peer_rejected"     // the peer sent a TLS alert: it refused our certificate or parameters
-	ReasonALPN             = "alpn"              // no common ALPN protocol (grpc-go requires h2)
-	ReasonNotTLS           = "not_tls"           // the peer does not speak TLS
-	ReasonTimeout          = "timeout"           // the handshake or dial did not finish in time
-	ReasonUnreachable      = "unreachable"       // connection refused, reset or closed before the handshake ended
+	ReasonUnknownAuthority = "unknown_authority"     // the peer's chain does not reach a trusted CA
+	ReasonHostname         = "hostname"              // the certificate does not name the host dialed
+	ReasonExpired          = "expired"               // the certificate is expired or not yet valid
+	ReasonInvalid          = "invalid"               // another x509 verification failure (usage, constraints, ...)
+	ReasonPeerRejected     = "peer_rejected"         // the peer sent a TLS alert: it refused our certificate or parameters
+	ReasonNoClientCert     = "no_client_certificate" // (server side) the client sent no certificate, mTLS requires one
+	ReasonALPN             = "alpn"                  // no common ALPN protocol (grpc-go requires h2)
+	ReasonNotTLS           = "not_tls"               // the peer does not speak TLS
+	ReasonTimeout          = "timeout"               // the handshake or dial did not finish in time
+	ReasonUnreachable      = "unreachable"           // connection refused, reset or closed before the handshake ended
 	ReasonOther            = "other"
 )
 
@@ -58,7 +59,7 @@ func HandshakeReason(err error) string {
 		return ReasonNotTLS
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
 		return ReasonTimeout
-	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
 		return ReasonUnreachable
 	case errors.As(err, &ne) && ne.Timeout():
@@ -79,6 +80,8 @@ func reasonFromText(s string) string {
 		return ReasonInvalid
 	case strings.Contains(s, "remote error: tls:"):
 		return ReasonPeerRejected
+	case strings.Contains(s, "client didn't provide a certificate"):
+		return ReasonNoClientCert
 	case strings.Contains(s, "ALPN"), strings.Contains(s, "application protocol"):
 		return ReasonALPN
 	case strings.Contains(s, "first record does not look like a TLS handshake"):
@@ -86,7 +89,7 @@ func reasonFromText(s string) string {
 	case strings.Contains(s, "deadline exceeded"), strings.Contains(s, "i/o timeout"):
 		return ReasonTimeout
 	case strings.Contains(s, "connection refused"), strings.Contains(s, "connection reset"),
-		strings.Contains(s, "EOF"), strings.Contains(s, "use of closed network connection"),
+		strings.Contains(s, "EOF"), strings.Contains(s, "use of closed network connection"), strings.Contains(s, "broken pipe"),
 		strings.Contains(s, "no such host"):
 		return ReasonUnreachable
 	}

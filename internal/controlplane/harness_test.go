@@ -156,6 +156,7 @@ func startAgents(t *testing.T, n int, replicas []*replica, ca *caVolume, mutate 
 			Logger:            slog.New(slog.NewTextHandler(ta.logs, nil)),
 			Registerer:        ta.reg,
 			HeartbeatInterval: 50 * time.Millisecond,
+			HeartbeatTimeout:  10 * time.Second, // -race on a busy machine: no spurious drops
 			ConnectTimeout:    10 * time.Second,
 			MinBackoff:        20 * time.Millisecond,
 			MaxBackoff:        200 * time.Millisecond,

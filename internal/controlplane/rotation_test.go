@@ -54,6 +54,11 @@ func TestRenewServerCertificateDropsNoStream(t *testing.T) {
 		return true
 	})
 	if s := sum(agents); s.drops != 0 || s.connects != nAgents {
+		for _, a := range agents {
+			if a.Stats().StreamDrops > 0 {
+				t.Logf("%s: %s", a.ID(), lastLine(a.logs.String(), "control plane stream dropped"))
+			}
+		}
 		t.Fatalf("renewal: %d stream drops and %d connects, want 0 and %d", s.drops, s.connects, nAgents)
 	}
 	requireServerCert(t, agents, old)

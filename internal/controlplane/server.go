@@ -109,6 +109,9 @@ func New(cfg Config) (*Server, error) {
 	opts := []grpc.ServerOption{
 		grpc.Creds(&countingCreds{TransportCredentials: creds, s: s}),
 		grpc.ConnectionTimeout(cfg.HandshakeTimeout),
+		// Messages are tiny: small transport buffers keep thousands of agent
+		// connections cheap (the default is 32 KiB each way per connection).
+		grpc.ReadBufferSize(4 << 10), grpc.WriteBufferSize(4 << 10),
 		// Agents heartbeat on their streams; tolerate their keepalive pings too.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
