@@ -163,10 +163,14 @@ func (w *world) startReplica(ctx context.Context, name string, leaf *hotcerttest
 
 func (w *world) startAgent(ctx context.Context, i int) error {
 	r := w.replicas[i%len(w.replicas)]
-	hb := 2 * time.Second
+	// Scale heartbeats and reconnect jitter with the fleet, as an operator would: a
+	// thousand agents on two cores must not starve their own heartbeats (a stream that
+	// hears nothing for three intervals is dropped) or reconnect as one herd.
+	hb := max(2*time.Second, time.Duration(w.cfg.Agents)*10*time.Millisecond)
 	if w.cfg.Short {
 		hb = time.Second
 	}
+	jitter := max(300*time.Millisecond, time.Duration(w.cfg.Agents)*2*time.Millisecond)
 	a, err := agent.New(agent.Config{
 		ID:                fmt.Sprintf("agent-%04d", i),
 		Server:            r.addr,
@@ -177,7 +181,7 @@ func (w *world) startAgent(ctx context.Context, i int) error {
 		ConnectTimeout:    10 * time.Second,
 		MinBackoff:        100 * time.Millisecond,
 		MaxBackoff:        time.Second,
-		ReconnectJitter:   300 * time.Millisecond,
+		ReconnectJitter:   jitter,
 		OnEvent:           w.onAgentEvent,
 	})
 	if err != nil {
