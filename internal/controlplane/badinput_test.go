@@ -28,10 +28,16 @@ func TestBadServerFilesKeepLastGoodAndCountOnce(t *testing.T) {
 	ca := hotcerttest.MustNewCA()
 	other := hotcerttest.MustNewCA()
 	served := ca.MustIssue()
-	r := startReplica(t, "cp-0", served)
-	replicas := []*replica{r}
+	r, other1 := startReplica(t, "cp-0", served), startReplica(t, "cp-1", served)
+	replicas := []*replica{r, other1}
 	vol := newCAVolume(t, ca)
-	agents := startAgents(t, 4, replicas, vol)
+	agents := startAgents(t, nAgents, replicas, vol)
+	onR := agents[:0:0]
+	for _, a := range agents {
+		if a.replica == r {
+			onR = append(onR, a)
+		}
+	}
 
 	expired := ca.MustIssue(hotcerttest.WithValidity(time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour)))
 	future := ca.MustIssue(hotcerttest.WithValidity(time.Now().Add(time.Hour), time.Now().Add(48*time.Hour)))
@@ -75,7 +81,7 @@ func TestBadServerFilesKeepLastGoodAndCountOnce(t *testing.T) {
 			t.Fatalf("%s: replica serves %s (verified %v), want the last good %s", tc.name, rep.Certificate.Serial, rep.Bundle.Verified, inspect.SerialHex(served.Cert.SerialNumber))
 		}
 		reconnectAll(t, replicas, agents)
-		requireServerCert(t, agents, served)
+		requireServerCert(t, onR, served)
 		// Counted once: not again per handshake, poll or file event.
 		time.Sleep(3 * poll)
 		if got := r.failures(t); got != want {
@@ -95,6 +101,9 @@ func TestBadServerFilesKeepLastGoodAndCountOnce(t *testing.T) {
 		}
 	}
 	requireNoFailures(t, "bad server files", replicas, agents)
+	if other1.failures(t) != 0 || other1.logs.Count("TLS certificate reload failed") != 0 {
+		t.Fatal("the other replica counted failures")
+	}
 	if hotcerttest.ContainsKeyMaterial(r.logs.String(), served) {
 		t.Fatal("the replica's log contains key material")
 	}
@@ -107,8 +116,7 @@ func TestBadServerFilesKeepLastGoodAndCountOnce(t *testing.T) {
 func TestBadAgentBundleKeepsLastGoodAndCountsOnce(t *testing.T) {
 	ca := hotcerttest.MustNewCA()
 	leaf := ca.MustIssue()
-	r := startReplica(t, "cp-0", leaf)
-	replicas := []*replica{r}
+	replicas := []*replica{startReplica(t, "cp-0", leaf), startReplica(t, "cp-1", leaf)}
 	vol := newCAVolume(t, ca)
 	agents := startAgents(t, nAgents, replicas, vol)
 

@@ -1,6 +1,8 @@
 package controlplane_test
 
 import (
+	"encoding/json"
+	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
@@ -129,4 +131,27 @@ func TestWorkItemsArePushedToAgents(t *testing.T) {
 	if st := r.srv.Stats(); st.WorkItemsSent == 0 || st.HeartbeatsReceived == 0 || st.ConnectedAgents != len(agents) {
 		t.Fatalf("server stats %+v", st)
 	}
+}
+
+// /healthz answers 200 while the served certificate is valid, even after a failed
+// reload, and 503 once it has expired.
+func TestHealthzFailsOnlyOnceTheServedCertificateExpired(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	// X.509 times have a one-second resolution: this expires in 2 to 3 s.
+	r := startReplica(t, "cp-0", ca.MustIssue(hotcerttest.WithLifetime(3*time.Second)))
+	code := func() (int, controlplane.Status) {
+		rec := httptest.NewRecorder()
+		r.srv.HealthHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+		var st controlplane.Status
+		if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
+			t.Fatal(err)
+		}
+		return rec.Code, st
+	}
+	r.write(t, ca.MustIssue().ChainPEM, []byte("not a key"))
+	testutil.WaitFor(t, "the failed reload", func() bool { return r.failures(t) == 1 })
+	if c, st := code(); c != 200 || !st.Healthy || st.LastError == "" || st.ReloadFailures != 1 {
+		t.Fatalf("after a failed reload: %d %+v", c, st)
+	}
+	testutil.WaitFor(t, "the served certificate to expire", func() bool { c, _ := code(); return c == 503 })
 }
