@@ -167,6 +167,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	bo := newBackoff(a.cfg.MinBackoff, a.cfg.MaxBackoff)
 	for {
+		// The agent's backoff is the only one: after it, the next attempt dials at once
+		// (re-reading the bundle) instead of failing with gRPC's last error.
+		a.cc.ResetConnectBackoff()
 		established, err := a.session(ctx)
 		if ctx.Err() != nil {
 			return nil
@@ -311,7 +314,7 @@ func (a *Agent) open(ctx context.Context) (grpc.ClientStream, agentrpc.Message, 
 // recvErr returns the stream's status after a failed send (SendMsg returns io.EOF
 // and leaves the real error to RecvMsg).
 func recvErr(stream grpc.ClientStream, sendErr error) error {
-	if err := stream.RecvMsg(new(struct{})); err != nil {
+	if _, err := agentrpc.Recv(stream); err != nil {
 		return err
 	}
 	return sendErr
