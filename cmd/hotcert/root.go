@@ -56,6 +56,7 @@ workloads that cannot.`,
 func subcommands(g *globals) []*cobra.Command {
 	return []*cobra.Command{
 		newDemoCommand(g),
+		newControllerCommand(g),
 		newServerCommand(g),
 		newAgentCommand(g),
 		newInspectCommand(g),

@@ -1,0 +1,5 @@
+package rollout_test
+
+import "time"
+
+var testNow = time.Now()

@@ -1,0 +1,189 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// Config is a whole controller process: the controller's Options, and the
+// manager's scope, endpoints and leader election.
+type Config struct {
+	Options
+
+	// Namespaces restricts the controller to these namespaces (default: all).
+	Namespaces []string
+	// Kubeconfig is a kubeconfig file (default: $KUBECONFIG, in-cluster, or
+	// ~/.kube/config).
+	Kubeconfig string
+	// HashKeyFile holds the key of Options.HashKey.
+	HashKeyFile string
+
+	MetricsAddr string // Prometheus /metrics; "0" disables
+	ProbeAddr   string // /healthz and /readyz; "0" disables
+
+	LeaderElect             bool
+	LeaderElectionID        string
+	LeaderElectionNamespace string // default: the pod's namespace
+	LeaseDuration           time.Duration
+	RenewDeadline           time.Duration
+	RetryPeriod             time.Duration
+}
+
+// DefaultConfig returns the configuration the flags default to.
+func DefaultConfig() Config {
+	return Config{
+		Options: Options{
+			MinInterval:             DefaultMinInterval,
+			MaxRollouts:             DefaultMaxRollouts,
+			BudgetWindow:            DefaultBudgetWindow,
+			RolloutWaitTimeout:      DefaultRolloutWaitTimeout,
+			MaxConcurrentReconciles: DefaultMaxConcurrency,
+			MetricsPrefix:           DefaultMetricsPrefix,
+		},
+		MetricsAddr:      ":8080",
+		ProbeAddr:        ":8081",
+		LeaderElect:      true,
+		LeaderElectionID: "hotcert-controller",
+		LeaseDuration:    15 * time.Second,
+		RenewDeadline:    10 * time.Second,
+		RetryPeriod:      2 * time.Second,
+	}
+}
+
+// AddFlags binds c to command-line flags; the current values of c are the
+// defaults.
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.StringSliceVar(&c.Namespaces, "namespace", c.Namespaces, "watch only this namespace (repeatable; default: all namespaces)")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "kubeconfig file (default: $KUBECONFIG, in-cluster config, or ~/.kube/config)")
+	fs.DurationVar(&c.MinInterval, "min-interval", c.MinInterval, "minimum time between two rollouts of one workload; changes inside it coalesce into one rollout at its end (annotation hotcert.dev/min-interval overrides)")
+	fs.IntVar(&c.MaxRollouts, "max-rollouts-per-minute", c.MaxRollouts, "global cap on rollouts per minute across all workloads (-1: no cap)")
+	fs.DurationVar(&c.RolloutWaitTimeout, "rollout-wait-timeout", c.RolloutWaitTimeout, "how long a change waits for the workload's previous rollout to finish before rolling anyway")
+	fs.BoolVar(&c.DryRun, "dry-run", c.DryRun, "write nothing: report the rollouts that would be made with Events and metrics")
+	fs.StringVar(&c.HashKeyFile, "hash-key-file", c.HashKeyFile, "file holding a key for HMAC-SHA256 config hashes (keeps workload readers from testing guesses of low-entropy Secret values)")
+	fs.IntVar(&c.MaxConcurrentReconciles, "max-concurrent-reconciles", c.MaxConcurrentReconciles, "workloads of one kind reconciled in parallel")
+	fs.StringVar(&c.MetricsPrefix, "metrics-prefix", c.MetricsPrefix, "prefix of the controller's metric names")
+	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", c.MetricsAddr, "address of the Prometheus /metrics endpoint (0 disables)")
+	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", c.ProbeAddr, "address of the /healthz and /readyz endpoints (0 disables)")
+	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect, "elect a leader among replicas with a Lease; only the leader rolls workloads")
+	fs.StringVar(&c.LeaderElectionID, "leader-election-id", c.LeaderElectionID, "name of the leader election Lease")
+	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", c.LeaderElectionNamespace, "namespace of the leader election Lease (default: the pod's namespace)")
+	fs.DurationVar(&c.LeaseDuration, "leader-election-lease-duration", c.LeaseDuration, "leader election lease duration")
+	fs.DurationVar(&c.RenewDeadline, "leader-election-renew-deadline", c.RenewDeadline, "leader election renew deadline")
+	fs.DurationVar(&c.RetryPeriod, "leader-election-retry-period", c.RetryPeriod, "leader election retry period")
+	fs.BoolVar(&c.CacheSecretData, "cache-secret-data", c.CacheSecretData, "cache whole Secrets and ConfigMaps (for memory comparisons only)")
+	_ = fs.MarkHidden("cache-secret-data")
+}
+
+// Validate checks c (it reads no file).
+func (c *Config) Validate() error {
+	if c.MaxRollouts == 0 {
+		return errors.New("--max-rollouts-per-minute 0 would never roll anything; use -1 for no cap")
+	}
+	if c.LeaderElect && c.LeaderElectionID == "" {
+		return errors.New("--leader-election-id is empty")
+	}
+	if c.MinInterval == 0 {
+		c.MinInterval = -1 // Options' zero means "default"; --min-interval=0 means none
+	}
+	return c.Options.Validate()
+}
+
+// loadHashKey reads HashKeyFile into HashKey.
+func (c *Config) loadHashKey() error {
+	if c.HashKeyFile == "" {
+		return nil
+	}
+	key, err := os.ReadFile(c.HashKeyFile)
+	if err != nil {
+		return fmt.Errorf("--hash-key-file: %w", err)
+	}
+	key = []byte(strings.TrimSpace(string(key)))
+	if len(key) < 16 {
+		return fmt.Errorf("--hash-key-file %s: the key must be at least 16 bytes", c.HashKeyFile)
+	}
+	c.HashKey = key
+	return nil
+}
+
+// RESTConfig returns the API server configuration c points at.
+func (c *Config) RESTConfig() (*rest.Config, error) {
+	if c.Kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	}
+	return ctrl.GetConfig()
+}
+
+// NewManager returns a manager running the rollout controller, with its cache
+// configured as CacheOptions says, health and readiness checks, metrics and
+// leader election as c says.
+func NewManager(rc *rest.Config, c Config, logger logr.Logger) (manager.Manager, *Controller, error) {
+	o := c.Options.Default()
+	mgr, err := ctrl.NewManager(rc, ctrl.Options{
+		Logger:                        logger,
+		Cache:                         CacheOptions(o, c.Namespaces...),
+		Client:                        ClientOptions(o),
+		Metrics:                       metricsserver.Options{BindAddress: c.MetricsAddr},
+		HealthProbeBindAddress:        c.ProbeAddr,
+		LeaderElection:                c.LeaderElect,
+		LeaderElectionID:              c.LeaderElectionID,
+		LeaderElectionNamespace:       c.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &c.LeaseDuration,
+		RenewDeadline:                 &c.RenewDeadline,
+		RetryPeriod:                   &c.RetryPeriod,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("rollout: creating the manager: %w", err)
+	}
+	ctl, err := Setup(mgr, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, nil, err
+	}
+	if err := mgr.AddReadyzCheck("informers", func(*http.Request) error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("informer caches are not synced")
+		}
+		return nil
+	}); err != nil {
+		return nil, nil, err
+	}
+	return mgr, ctl, nil
+}
+
+// Run runs the controller process c describes until ctx is done.
+func Run(ctx context.Context, c Config, logger logr.Logger) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if err := c.loadHashKey(); err != nil {
+		return err
+	}
+	rc, err := c.RESTConfig()
+	if err != nil {
+		return fmt.Errorf("rollout: loading the kubeconfig: %w", err)
+	}
+	mgr, _, err := NewManager(rc, c, logger)
+	if err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}

@@ -1,0 +1,130 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/hotcert/hotcert/rollout"
+)
+
+// Controller is the rollout controller registered with a manager.
+type Controller struct {
+	opts   Options
+	store  *store
+	shared *shared
+	report *reporter
+	recs   []*reconciler
+}
+
+// Setup registers the rollout controller with mgr: a field index of the Secrets
+// and ConfigMaps each opted-in workload references, and one controller per
+// workload kind (Deployment, StatefulSet, DaemonSet) watching its workloads and,
+// through the index, the objects they reference. mgr's cache must be configured
+// with [CacheOptions] for the same Options (NewManager does it): otherwise it
+// caches whole Secrets.
+func Setup(mgr manager.Manager, o Options) (*Controller, error) {
+	o = o.Default()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Controller{opts: o}
+	c.store = &store{
+		full:  o.CacheSecretData,
+		cache: mgr.GetCache(),
+		api:   mgr.GetAPIReader(),
+		clock: o.Clock,
+		objs:  map[objKey]*rollout.Object{},
+	}
+	m, err := newMetrics(o.Registerer, o.MetricsPrefix, func() float64 { return float64(c.store.len()) })
+	if err != nil {
+		return nil, err
+	}
+	c.store.reads = func(k rollout.Kind) { m.reads.WithLabelValues(string(k)).Inc() }
+	// core/v1 Events, not events.k8s.io/v1: the latter's recorder folds every
+	// Event of the same reason on a workload into one series that keeps the
+	// first message, so "Secret a changed" would hide a later "Secret b
+	// changed". The core/v1 recorder keeps distinct messages (and aggregates
+	// and rate-limits floods); the situations it is fed are deduplicated here.
+	c.report = newReporter(mgr.GetEventRecorderFor(rollout.FieldManager), m) //nolint:staticcheck // see above
+	c.shared = &shared{budget: rollout.NewBudget(o.MaxRollouts, o.BudgetWindow), cache: mgr.GetCache()}
+	var hashOpts []rollout.HashOption
+	if o.HashKey != nil {
+		hashOpts = append(hashOpts, rollout.WithHashKey(o.HashKey))
+	}
+
+	for _, k := range workloadKinds {
+		if err := mgr.GetFieldIndexer().IndexField(context.Background(), k.newObj(), rollout.RefIndex, rollout.RefIndexer(refsOf)); err != nil {
+			return nil, fmt.Errorf("rollout: indexing %ss by reference: %w", k.name, err)
+		}
+		r := &reconciler{
+			kind: k, client: mgr.GetClient(), store: c.store, shared: c.shared, report: c.report,
+			opts: o, hashOpts: hashOpts,
+			waitingSince: map[string]time.Time{}, dryBaseline: map[string]rollout.State{},
+		}
+		c.recs = append(c.recs, r)
+		name := "hotcert-" + strings.ToLower(k.name)
+		b := ctrl.NewControllerManagedBy(mgr).
+			Named(name).
+			For(k.newObj(), builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
+				return optedIn(obj) || hasState(obj)
+			}))).
+			WithOptions(controller.Options{
+				MaxConcurrentReconciles: o.MaxConcurrentReconciles,
+				SkipNameValidation:      ptr.To(o.SkipNameValidation),
+				NewQueue: func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+					q := priorityqueue.New(name, func(po *priorityqueue.Opts[reconcile.Request]) {
+						po.RateLimiter = rl
+						po.Log = mgr.GetLogger().WithValues("controller", name)
+					})
+					m.queue.set(k.name, q.Len)
+					return q
+				},
+			})
+		for _, kind := range []rollout.Kind{rollout.KindSecret, rollout.KindConfigMap} {
+			h := handler.EnqueueRequestsFromMapFunc(c.mapReferrers(mgr.GetCache(), kind, k))
+			// Resyncs carry the same resourceVersion: nothing changed.
+			p := builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})
+			if o.CacheSecretData {
+				b = b.Watches(newDataObject(kind), h, p)
+			} else {
+				b = b.WatchesMetadata(metadataObject(kind), h, p)
+			}
+		}
+		if err := b.Complete(r); err != nil {
+			return nil, fmt.Errorf("rollout: building the %s controller: %w", k.name, err)
+		}
+	}
+	return c, nil
+}
+
+// mapReferrers maps an event on a Secret or ConfigMap to the workloads of kind k
+// that reference it, and drops a stale digest of it.
+func (c *Controller) mapReferrers(cache client.Reader, kind rollout.Kind, k workloadKind) handler.MapFunc {
+	m := rollout.MapReferrers(cache, kind, k.newList)
+	return func(ctx context.Context, obj client.Object) []reconcile.Request {
+		c.store.observe(kind, obj)
+		return m(ctx, obj)
+	}
+}
+
+func metadataObject(kind rollout.Kind) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(string(kind)))
+	return m
+}

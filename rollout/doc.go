@@ -1,0 +1,28 @@
+// Package rollout holds the reusable parts of hotcert's rollout controller: what a
+// pod spec consumes ([PodSpecRefs]), an unambiguous hash of only the consumed keys
+// ([Compute]), the TLS safety check run before rolling ([CheckTLS]), the rollout
+// state kept in a workload's own annotations ([State]), the pod-template stamp
+// ([Stamp]), rollout completion ([Complete]), a global rollout [Budget], and a field
+// index with a map function from a Secret or ConfigMap to the objects that reference
+// it ([RefIndexer], [MapReferrers]).
+//
+// The controller that wires these together for Deployments, StatefulSets and
+// DaemonSets lives in rollout/controller; operator authors can use the same parts
+// for their own objects (an Agent whose Deployment must roll when the Secret its
+// ModelConfig references changes).
+//
+// # Hash
+//
+// The stamp written to the pod-template annotation [AnnotationConfigHash] is the
+// SHA-256 of a length-prefixed encoding of every consumed (object, key) pair, in
+// a canonical order, with the SHA-256 of each value: no separator can be confused
+// with data, no timestamp or resourceVersion enters it (GitOps tools see a stable
+// value), and a key the workload does not consume does not change it.
+//
+// # State
+//
+// Everything the controller must remember lives in annotations on the workload's
+// own metadata (never its pod template, which would roll it): the hash the running
+// pods reflect, a per-key digest record used to say which key changed, and the time
+// of the last rollout. A controller restart or a leader change loses nothing.
+package rollout

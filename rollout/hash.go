@@ -1,0 +1,204 @@
+package rollout
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"slices"
+)
+
+// hashVersion starts every hashed stream, so that a future encoding can never
+// produce the same value for different content.
+const hashVersion = "hotcert.dev/config-hash/v1"
+
+// Problem is a reason not to roll: a required object or key is missing, or a
+// consumed key holds unusable TLS content.
+type Problem struct {
+	Kind Kind
+	Name string
+	// Key is empty when the problem is the whole object.
+	Key string
+	// Reason is ReasonMissingObject, ReasonMissingKey or ReasonInvalidTLS.
+	Reason string
+	// Detail says what is wrong; it never holds secret data.
+	Detail string
+}
+
+// Problem reasons, stable for metric labels.
+const (
+	ReasonMissingObject = "missing_object"
+	ReasonMissingKey    = "missing_key"
+	ReasonInvalidTLS    = "invalid_tls"
+)
+
+func (p Problem) String() string {
+	switch p.Reason {
+	case ReasonMissingObject:
+		return fmt.Sprintf("%s %s not found", p.Kind, p.Name)
+	case ReasonMissingKey:
+		return fmt.Sprintf("%s %s has no key %s", p.Kind, p.Name, p.Key)
+	default:
+		// The detail names the object and key already.
+		return p.Detail
+	}
+}
+
+// Config is the consumed content of a workload at one moment.
+type Config struct {
+	// Hash is the hex SHA-256 of every consumed key (see the package doc): the
+	// value of the pod-template stamp.
+	Hash string
+	// Entries maps each consumed object ("Secret/name") and key
+	// ("Secret/name/key") to a short salted digest of its value, "+" for an
+	// object whose keys are not all consumed, or "-" for an absent optional
+	// object or key. It is what [AnnotationAppliedKeys] records.
+	Entries map[string]string
+	// Missing lists required objects and keys that do not exist.
+	Missing []Problem
+	// Invalid lists consumed keys whose TLS content is unusable.
+	Invalid []Problem
+}
+
+// Lookup returns the current version of the object kind/name of the workload's
+// namespace, or nil (and no error) when it does not exist.
+type Lookup func(kind Kind, name string) (*Object, error)
+
+// HashOption configures [Compute].
+type HashOption interface{ applyHash(*hashConfig) }
+
+type hashConfig struct{ key []byte }
+
+type hashOptionFunc func(*hashConfig)
+
+func (f hashOptionFunc) applyHash(c *hashConfig) { f(c) }
+
+// WithHashKey makes the hash and the recorded digests HMAC-SHA256 under key, so
+// that someone who can read workloads but not Secrets cannot test guesses of a
+// low-entropy Secret value against them. The key must stay the same across
+// controller restarts, or every workload's recorded digests stop matching (which
+// rolls nothing, but loses the per-key change messages until the next rollout).
+func WithHashKey(key []byte) HashOption {
+	return hashOptionFunc(func(c *hashConfig) { c.key = slices.Clone(key) })
+}
+
+// Compute resolves refs in namespace through lookup and hashes the consumed keys.
+// Problems (missing objects or keys, invalid TLS content) are returned in the
+// Config, not as errors; an error means lookup failed.
+func Compute(namespace string, refs Refs, lookup Lookup, opts ...HashOption) (*Config, error) {
+	var cfg hashConfig
+	for _, o := range opts {
+		o.applyHash(&cfg)
+	}
+	newHash := func() hash.Hash {
+		if cfg.key != nil {
+			return hmac.New(sha256.New, cfg.key)
+		}
+		return sha256.New()
+	}
+	out := &Config{Entries: map[string]string{KeyIDEntry: keyID(cfg.key)}}
+	full := newHash()
+	writeLP(full, []byte(hashVersion))
+	// entry records one (name, value) pair in the stream and in Entries.
+	entry := func(name string, value []byte) {
+		writeLP(full, []byte(name))
+		writeLP(full, value)
+		switch {
+		case len(value) == 1 && value[0] == absent:
+			out.Entries[name] = "-"
+		case len(value) == 1 && value[0] == present:
+			out.Entries[name] = "+"
+		default:
+			h := newHash()
+			writeLP(h, []byte("hotcert.dev/applied-keys/v1"))
+			writeLP(h, []byte(namespace))
+			writeLP(h, []byte(name))
+			writeLP(h, value)
+			out.Entries[name] = hex.EncodeToString(h.Sum(nil)[:8])
+		}
+	}
+	for _, r := range refs {
+		obj, err := lookup(r.Kind, r.Name)
+		if err != nil {
+			return nil, err
+		}
+		objName := string(r.Kind) + "/" + r.Name
+		if obj == nil {
+			if !r.Optional {
+				out.Missing = append(out.Missing, Problem{Kind: r.Kind, Name: r.Name, Reason: ReasonMissingObject})
+			}
+			entry(objName, []byte{absent})
+			for _, k := range r.Keys {
+				entry(objName+"/"+k.Key, []byte{absent})
+			}
+			continue
+		}
+		keys := make([]string, 0, len(r.Keys))
+		for _, k := range r.Keys {
+			keys = append(keys, k.Key)
+			if _, ok := obj.Keys[k.Key]; !ok && !k.Optional {
+				out.Missing = append(out.Missing, Problem{Kind: r.Kind, Name: r.Name, Key: k.Key, Reason: ReasonMissingKey})
+			}
+		}
+		if r.All {
+			names := sortedKeys(obj.Keys)
+			ks := sha256.New()
+			for _, k := range names {
+				writeLP(ks, []byte(k))
+			}
+			entry(objName, ks.Sum(nil))
+			keys = append(keys, names...)
+			slices.Sort(keys)
+			keys = slices.Compact(keys)
+		} else {
+			entry(objName, []byte{present})
+		}
+		for _, k := range keys {
+			d, ok := obj.Keys[k]
+			if !ok {
+				entry(objName+"/"+k, []byte{absent})
+				continue
+			}
+			entry(objName+"/"+k, d[:])
+			if err := obj.Problems[k]; err != nil {
+				out.Invalid = append(out.Invalid, Problem{Kind: r.Kind, Name: r.Name, Key: k, Reason: ReasonInvalidTLS, Detail: err.Error()})
+			}
+		}
+	}
+	out.Hash = hex.EncodeToString(full.Sum(nil))
+	return out, nil
+}
+
+// KeyIDEntry is the entry of [Config.Entries] that identifies the hash key (see
+// [WithHashKey]): "none", or a short digest of the key. When it differs from the
+// recorded one, digests cannot be compared and the workload is re-adopted
+// without a rollout.
+const KeyIDEntry = "#key"
+
+func keyID(key []byte) string {
+	if key == nil {
+		return "none"
+	}
+	h := sha256.New()
+	writeLP(h, []byte("hotcert.dev/hash-key-id/v1"))
+	writeLP(h, key)
+	return hex.EncodeToString(h.Sum(nil)[:4])
+}
+
+// Markers for absent and present values; a digest is 32 bytes, so the length
+// prefix keeps them distinct from any digest.
+const (
+	absent  = 0
+	present = 1
+)
+
+// writeLP writes b prefixed by its length, so that no concatenation of fields
+// can be read two ways.
+func writeLP(h hash.Hash, b []byte) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+	h.Write(n[:])
+	h.Write(b)
+}

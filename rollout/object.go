@@ -1,0 +1,78 @@
+package rollout
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"maps"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Digest is the SHA-256 of one value.
+type Digest [32]byte
+
+// Object is what the controller keeps of one version of a Secret or ConfigMap: a
+// digest of each value and the result of the TLS check, never the data itself.
+// It is immutable once built.
+type Object struct {
+	Kind            Kind
+	Namespace, Name string
+	UID             types.UID
+	ResourceVersion string
+	// Type is the Secret's type ("" for a ConfigMap).
+	Type corev1.SecretType
+	// Keys holds the SHA-256 of each value (Secret data; ConfigMap data and
+	// binaryData, whose keys never overlap).
+	Keys map[string]Digest
+	// Problems holds, per key, why its TLS content is unusable (see [CheckTLS]).
+	Problems map[string]error
+}
+
+// SecretObject digests a Secret, checking its TLS content at now.
+func SecretObject(s *corev1.Secret, now time.Time) *Object {
+	o := &Object{
+		Kind: KindSecret, Namespace: s.Namespace, Name: s.Name, UID: s.UID,
+		ResourceVersion: s.ResourceVersion, Type: s.Type,
+		Keys: make(map[string]Digest, len(s.Data)),
+	}
+	for k, v := range s.Data {
+		o.Keys[k] = sha256.Sum256(v)
+	}
+	o.Problems = CheckTLS(s.Type, "Secret "+s.Namespace+"/"+s.Name, s.Data, now)
+	return o
+}
+
+// ConfigMapObject digests a ConfigMap, checking its TLS content at now.
+func ConfigMapObject(c *corev1.ConfigMap, now time.Time) *Object {
+	o := &Object{
+		Kind: KindConfigMap, Namespace: c.Namespace, Name: c.Name, UID: c.UID,
+		ResourceVersion: c.ResourceVersion,
+		Keys:            make(map[string]Digest, len(c.Data)+len(c.BinaryData)),
+	}
+	data := make(map[string][]byte, len(c.Data)+len(c.BinaryData))
+	for k, v := range c.Data {
+		data[k] = []byte(v)
+	}
+	maps.Copy(data, c.BinaryData)
+	for k, v := range data {
+		o.Keys[k] = sha256.Sum256(v)
+	}
+	o.Problems = CheckTLS("", "ConfigMap "+c.Namespace+"/"+c.Name, data, now)
+	return o
+}
+
+// Size estimates the memory an Object holds, in bytes.
+func (o *Object) Size() int {
+	n := 200 + len(o.Namespace) + len(o.Name) + len(o.ResourceVersion)
+	for k := range o.Keys {
+		n += len(k) + len(Digest{}) + 16
+	}
+	return n + 100*len(o.Problems)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.SortedFunc(maps.Keys(m), cmp.Compare[string])
+}

@@ -1,0 +1,239 @@
+package rollout
+
+import (
+	"bytes"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/hotcert/hotcert"
+)
+
+// ClockSkew is how far in the future a certificate's NotBefore may be and still
+// pass the TLS check: the issuer's clock may run slightly ahead of the
+// controller's.
+const ClockSkew = 5 * time.Minute
+
+// CheckTLS reports, per key, why the TLS content of one Secret or ConfigMap
+// version is unusable; keys that are fine, or that hold no TLS content, are absent
+// from the result. It checks:
+//
+//   - a kubernetes.io/tls Secret: tls.crt and tls.key must be a matching pair
+//     (hotcert.Validate: every PEM block parses, the key matches the leaf, the
+//     chain is inside its validity window); a non-empty ca.crt must parse;
+//   - any other key ending in .crt, .pem or .key: every PEM block of it must
+//     parse; a private key is checked against the certificate beside it (X.key
+//     with X.crt or X.pem, key.pem with cert.pem, privkey.pem with fullchain.pem,
+//     or the only certificate of the object), and a .pem holding both a chain and
+//     a key is checked as a pair.
+//
+// An empty .crt or .pem value passes (cert-manager leaves ca.crt empty for ACME
+// certificates); PEM blocks other than certificates and private keys (a PUBLIC
+// KEY, DH PARAMETERS) are not checked beyond their PEM framing. An error for a
+// pair is reported under both keys. now is the time validity windows are checked
+// against.
+func CheckTLS(secretType corev1.SecretType, source string, data map[string][]byte, now time.Time) map[string]error {
+	problems := map[string]error{}
+	input := func(key string) hotcert.Input {
+		return hotcert.Input{Name: source + " key " + key, Data: data[key]}
+	}
+	checkPair := func(certKey, keyKey string) {
+		cert, key := input(certKey), input(keyKey)
+		certs, keyBlock, err := splitPEM(cert)
+		if err == nil && len(keyBlock) > 0 && len(certs) == 0 {
+			err = fmt.Errorf("%s holds a private key, not a certificate", cert.Name)
+		}
+		if err == nil && certKey != keyKey {
+			_, keyBlock, err = splitPEM(key)
+			if err == nil && len(keyBlock) == 0 {
+				err = fmt.Errorf("%s holds no private key", key.Name)
+			}
+		}
+		if err == nil {
+			err = validatePair(hotcert.Input{Name: cert.Name, Data: certs}, hotcert.Input{Name: key.Name, Data: keyBlock}, now)
+		}
+		if err != nil {
+			problems[certKey] = err
+			problems[keyKey] = err
+		}
+	}
+
+	paired := map[string]bool{}
+	if secretType == corev1.SecretTypeTLS {
+		checkPair(corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
+		paired[corev1.TLSCertKey], paired[corev1.TLSPrivateKeyKey] = true, true
+	}
+
+	// Classify the remaining TLS-looking keys by content.
+	var keyFiles, certFiles []string
+	for _, k := range sortedKeys(data) {
+		if paired[k] || !tlsLooking(k) {
+			continue
+		}
+		in := input(k)
+		if len(bytes.TrimSpace(in.Data)) == 0 {
+			if strings.HasSuffix(k, ".key") {
+				problems[k] = fmt.Errorf("%s: private key is empty", in.Name)
+			}
+			continue
+		}
+		certs, keyBlock, err := splitPEM(in)
+		switch {
+		case err != nil:
+			problems[k] = err
+		case len(keyBlock) > 0 && len(certs) > 0:
+			checkPair(k, k) // a combined chain + key file
+			paired[k] = true
+		case len(keyBlock) > 0:
+			if err := parsePrivateKey(in.Name, keyBlock); err != nil {
+				problems[k] = err
+			} else {
+				keyFiles = append(keyFiles, k)
+			}
+		case len(certs) > 0:
+			if err := parseCertificates(hotcert.Input{Name: in.Name, Data: certs}); err != nil {
+				problems[k] = err
+			} else {
+				certFiles = append(certFiles, k)
+			}
+		}
+	}
+	for _, k := range keyFiles {
+		if c := pairFor(k, keyFiles, certFiles, data); c != "" {
+			checkPair(c, k)
+		}
+	}
+	return problems
+}
+
+// validatePair runs hotcert.Validate on a certificate chain and its key. A
+// certificate not yet valid by less than ClockSkew passes.
+func validatePair(cert, key hotcert.Input, now time.Time) error {
+	c := hotcert.Content{Cert: cert, Key: key}
+	_, err := hotcert.Validate(c, hotcert.WithClock(func() time.Time { return now }))
+	if hotcert.ReasonOf(err) == hotcert.ReasonNotYetValid {
+		_, err = hotcert.Validate(c, hotcert.WithClock(func() time.Time { return now.Add(ClockSkew) }))
+	}
+	return err
+}
+
+// parseCertificates checks that every block of in is a certificate that parses,
+// with hotcert.Validate's strict bundle parser (a truncated second block is an
+// error). Certificates need not be CAs here.
+func parseCertificates(in hotcert.Input) error {
+	_, err := hotcert.Validate(hotcert.Content{CA: in})
+	if hotcert.ReasonOf(err) == hotcert.ReasonNotCA {
+		return nil
+	}
+	return err
+}
+
+// splitPEM decodes every PEM block of in and returns the certificate blocks and
+// the private key block re-encoded. It fails when a block is malformed or
+// truncated, when non-whitespace bytes surround the blocks, when there is no
+// block at all, or when there is more than one private key.
+func splitPEM(in hotcert.Input) (certs, key []byte, err error) {
+	rest := bytes.TrimSpace(in.Data)
+	if len(rest) == 0 {
+		return nil, nil, fmt.Errorf("%s is empty", in.Name)
+	}
+	for i := 1; len(rest) > 0; i++ {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			return nil, nil, fmt.Errorf("%s: PEM block %d is malformed or truncated", in.Name, i)
+		}
+		rest = bytes.TrimSpace(rest)
+		switch {
+		case b.Type == "CERTIFICATE":
+			certs = append(certs, pem.EncodeToMemory(b)...)
+		case strings.HasSuffix(b.Type, "PRIVATE KEY"):
+			if key != nil {
+				return nil, nil, fmt.Errorf("%s holds more than one private key", in.Name)
+			}
+			key = pem.EncodeToMemory(b)
+		}
+	}
+	return certs, key, nil
+}
+
+// parsePrivateKey checks that keyPEM (one private key block) parses.
+func parsePrivateKey(name string, keyPEM []byte) error {
+	b, _ := pem.Decode(keyPEM)
+	var err error
+	switch b.Type {
+	case "PRIVATE KEY":
+		_, err = x509.ParsePKCS8PrivateKey(b.Bytes)
+	case "RSA PRIVATE KEY":
+		_, err = x509.ParsePKCS1PrivateKey(b.Bytes)
+	case "EC PRIVATE KEY":
+		_, err = x509.ParseECPrivateKey(b.Bytes)
+	case "ENCRYPTED PRIVATE KEY":
+		return nil // cannot be checked without its passphrase
+	default:
+		err = errors.New("unsupported key type")
+	}
+	if err != nil {
+		// x509's parse errors describe the structure, never the key.
+		return fmt.Errorf("%s: private key does not parse: %w", name, err)
+	}
+	return nil
+}
+
+// pairFor finds the certificate file that goes with private key file k.
+func pairFor(k string, keyFiles, certFiles []string, data map[string][]byte) string {
+	stem := strings.TrimSuffix(strings.TrimSuffix(k, ".key"), ".pem")
+	var candidates []string
+	switch {
+	case strings.HasSuffix(k, ".key"):
+		candidates = []string{stem + ".crt", stem + ".pem"}
+	case stem == "key":
+		candidates = []string{"cert.pem", "crt.pem", "certificate.pem"}
+	case stem == "privkey":
+		candidates = []string{"fullchain.pem", "cert.pem"}
+	default:
+		for _, sep := range []string{"-", "_", "."} {
+			if base, ok := strings.CutSuffix(stem, sep+"key"); ok {
+				candidates = []string{base + sep + "cert.pem", base + sep + "crt.pem", base + ".pem", base + ".crt"}
+				break
+			}
+		}
+	}
+	for _, c := range candidates {
+		if slices.Contains(certFiles, c) {
+			return c
+		}
+	}
+	// One key and one leaf certificate: they go together.
+	if len(keyFiles) == 1 {
+		var leaves []string
+		for _, c := range certFiles {
+			if isLeafPEM(data[c]) {
+				leaves = append(leaves, c)
+			}
+		}
+		if len(leaves) == 1 {
+			return leaves[0]
+		}
+	}
+	return ""
+}
+
+func isLeafPEM(data []byte) bool {
+	b, _ := pem.Decode(data)
+	if b == nil {
+		return false
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	return err == nil && !c.IsCA
+}
+
+func tlsLooking(key string) bool {
+	return strings.HasSuffix(key, ".crt") || strings.HasSuffix(key, ".pem") || strings.HasSuffix(key, ".key")
+}

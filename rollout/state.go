@@ -1,0 +1,186 @@
+package rollout
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// timeLayout formats AnnotationLastRollout: RFC 3339, UTC, milliseconds.
+const timeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// State is what the controller remembers about a workload, kept in annotations on
+// the workload's metadata (see [AnnotationAppliedHash], [AnnotationAppliedKeys],
+// [AnnotationLastRollout]) so that it survives controller restarts and leader
+// changes. Writing it never rolls the workload.
+type State struct {
+	// AppliedHash is the hash of the consumed content the pod template reflects;
+	// empty until the workload is adopted.
+	AppliedHash string
+	// Keys are the recorded per-object and per-key digests ([Config.Entries]);
+	// nil when absent or unreadable.
+	Keys map[string]string
+	// LastRollout is when the controller last rolled the workload; zero if never.
+	LastRollout time.Time
+}
+
+// StateOf reads the state from a workload's annotations. Unreadable values are
+// treated as absent.
+func StateOf(annotations map[string]string) State {
+	s := State{AppliedHash: annotations[AnnotationAppliedHash]}
+	if v := annotations[AnnotationAppliedKeys]; v != "" {
+		var keys map[string]string
+		if json.Unmarshal([]byte(v), &keys) == nil {
+			s.Keys = keys
+		}
+	}
+	if v := annotations[AnnotationLastRollout]; v != "" {
+		if t, err := time.Parse(time.RFC3339, v); err == nil {
+			s.LastRollout = t
+		}
+	}
+	return s
+}
+
+// Adopted reports whether a baseline has been recorded.
+func (s State) Adopted() bool { return s.AppliedHash != "" }
+
+// Applied returns the state once cfg is applied, without a rollout (adoption, or a
+// pod-template edit that only changed what is referenced).
+func (s State) Applied(cfg *Config) State {
+	return State{AppliedHash: cfg.Hash, Keys: cfg.Entries, LastRollout: s.LastRollout}
+}
+
+// Rolled returns the state once the workload is rolled to cfg at t.
+func (s State) Rolled(cfg *Config, t time.Time) State {
+	return State{AppliedHash: cfg.Hash, Keys: cfg.Entries, LastRollout: t}
+}
+
+// Annotations returns the annotations that record s (absent values are empty
+// strings, for the caller to delete).
+func (s State) Annotations() map[string]string {
+	out := map[string]string{AnnotationAppliedHash: s.AppliedHash, AnnotationAppliedKeys: "", AnnotationLastRollout: ""}
+	if s.Keys != nil {
+		b, _ := json.Marshal(s.Keys) // a map of strings always marshals
+		out[AnnotationAppliedKeys] = string(b)
+	}
+	if !s.LastRollout.IsZero() {
+		out[AnnotationLastRollout] = s.LastRollout.UTC().Format(timeLayout)
+	}
+	return out
+}
+
+// Change is one difference between the recorded state and the current content.
+type Change struct {
+	Kind Kind
+	Name string
+	// Key is empty for a change of the whole object.
+	Key string
+	// What is "changed", "added" or "removed" for a key, "created" or "deleted"
+	// for an optional object, or "changed" for content without a per-key record.
+	What string
+}
+
+func (c Change) String() string {
+	switch {
+	case c.Name == "":
+		return "consumed content " + c.What
+	case c.Key == "":
+		return fmt.Sprintf("%s %s %s", c.Kind, c.Name, c.What)
+	default:
+		return fmt.Sprintf("%s %s key %s %s", c.Kind, c.Name, c.Key, c.What)
+	}
+}
+
+// Comparable reports whether the recorded digests were made with the same hash
+// key as cfg's: when they were not (the key changed), Changes would see every
+// value as changed.
+func (s State) Comparable(cfg *Config) bool {
+	return s.Keys == nil || s.Keys[KeyIDEntry] == cfg.Entries[KeyIDEntry]
+}
+
+// Changes returns the content changes between the recorded state and cfg: the
+// objects and keys recorded in both whose values differ, and the keys added to or
+// removed from an object whose keys are all consumed. An object or key only one
+// side knows is a change of what the pod template references, which rolls the
+// workload by itself, so it is not a content change. Without a per-key record, a
+// different hash is one change.
+func (s State) Changes(cfg *Config) []Change {
+	if s.Keys == nil {
+		if s.AppliedHash != "" && s.AppliedHash != cfg.Hash {
+			return []Change{{What: "changed"}}
+		}
+		return nil
+	}
+	var out []Change
+	for _, name := range sortedKeys(cfg.Entries) {
+		cur := cfg.Entries[name]
+		old, ok := s.Keys[name]
+		if !ok || old == cur || strings.HasPrefix(name, "#") {
+			continue
+		}
+		kind, obj, key := splitEntry(name)
+		if key != "" {
+			// Reported with its object when the object appeared or went.
+			if o := s.Keys[string(kind)+"/"+obj]; o == "-" || cfg.Entries[string(kind)+"/"+obj] == "-" {
+				continue
+			}
+			what := "changed"
+			switch {
+			case old == "-":
+				what = "added"
+			case cur == "-":
+				what = "removed"
+			}
+			out = append(out, Change{Kind: kind, Name: obj, Key: key, What: what})
+			continue
+		}
+		switch {
+		case old == "-":
+			out = append(out, Change{Kind: kind, Name: obj, What: "created"})
+		case cur == "-":
+			out = append(out, Change{Kind: kind, Name: obj, What: "deleted"})
+		default:
+			// The set of keys of a fully consumed object changed: name them.
+			prefix := name + "/"
+			for _, e := range sortedKeys(cfg.Entries) {
+				if k, ok := strings.CutPrefix(e, prefix); ok {
+					if _, had := s.Keys[e]; !had {
+						out = append(out, Change{Kind: kind, Name: obj, Key: k, What: "added"})
+					}
+				}
+			}
+			for _, e := range sortedKeys(s.Keys) {
+				if k, ok := strings.CutPrefix(e, prefix); ok {
+					if _, has := cfg.Entries[e]; !has {
+						out = append(out, Change{Kind: kind, Name: obj, Key: k, What: "removed"})
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func splitEntry(name string) (kind Kind, obj, key string) {
+	k, rest, _ := strings.Cut(name, "/")
+	obj, key, _ = strings.Cut(rest, "/")
+	return Kind(k), obj, key
+}
+
+// Describe joins changes for an Event message, at most max of them.
+func Describe(changes []Change, max int) string {
+	var b strings.Builder
+	for i, c := range changes {
+		if i == max {
+			fmt.Fprintf(&b, " and %d more", len(changes)-max)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(c.String())
+	}
+	return b.String()
+}
