@@ -1,0 +1,169 @@
+// Package jwtmetrics exports a jwtkeys.KeySet's outcomes as Prometheus metrics, named
+// like package metrics' TLS metrics so that one dashboard and one alert style cover
+// both. With the defaults (prefix "hotcert", label "component") a Recorder registers:
+//
+//	hotcert_jwt_key_reload_total{component,result="success|failure"}    counter
+//	hotcert_jwt_reload_failures_total{component}                        counter
+//	hotcert_jwt_key_last_reload_timestamp_seconds{component}            gauge
+//	hotcert_jwt_verification_keys{component}                            gauge
+//	hotcert_jwt_signing_key_info{component,kid,alg}                     gauge (1)
+//	hotcert_jwt_verifications_total{component,result="ok|<reason>"}     counter
+//
+// The reload counters move once per distinct content change or distinct bad content,
+// never per poll or informer resync. The verification counter moves once per token
+// checked; its result is "ok" or a jwtkeys.Reason (expired, unknown_key, ...), so
+// rejections during a rotation show up by cause. signing_key_info tells which key
+// each replica signs with while a rotation propagates.
+package jwtmetrics
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hotcert/hotcert/jwtkeys"
+)
+
+// Recorder is a jwtkeys.Observer backed by Prometheus collectors.
+type Recorder struct {
+	reloads, failures, verifications *prometheus.CounterVec
+	lastReload, keys, signing        *prometheus.GaugeVec
+	success, failure                 string
+
+	mu      sync.Mutex
+	signers map[string][2]string // component -> kid, alg currently exported
+}
+
+var _ jwtkeys.Observer = (*Recorder)(nil)
+
+// Option configures a [Recorder].
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct{ prefix, label, success, failure string }
+
+// WithPrefix sets the metric name prefix (default "hotcert").
+func WithPrefix(p string) Option { return optionFunc(func(c *config) { c.prefix = p }) }
+
+// WithComponentLabel sets the name of the label carrying the component (default
+// "component").
+func WithComponentLabel(name string) Option { return optionFunc(func(c *config) { c.label = name }) }
+
+// WithResultValues sets the values of the reload result label (default "success"
+// and "failure").
+func WithResultValues(success, failure string) Option {
+	return optionFunc(func(c *config) { c.success, c.failure = success, failure })
+}
+
+// New creates the collectors and registers them with reg (nil skips registration).
+func New(reg prometheus.Registerer, opts ...Option) (*Recorder, error) {
+	cfg := config{prefix: "hotcert", label: "component", success: "success", failure: "failure"}
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	if cfg.prefix == "" || cfg.label == "" || cfg.success == "" || cfg.failure == "" || cfg.success == cfg.failure {
+		return nil, errors.New("jwtmetrics: prefix, label and two distinct result values are required")
+	}
+	name := func(s string) string { return cfg.prefix + "_" + s }
+	r := &Recorder{
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: name("jwt_key_reload_total"),
+			Help: "JWT key set reloads by result: one per distinct content change or distinct bad content.",
+		}, []string{cfg.label, "result"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: name("jwt_reload_failures_total"),
+			Help: "JWT key content that failed to load while the last good keys kept serving. Alert on any increase.",
+		}, []string{cfg.label}),
+		verifications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: name("jwt_verifications_total"),
+			Help: "Tokens verified, by result: ok or the reason they were rejected.",
+		}, []string{cfg.label, "result"}),
+		lastReload: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: name("jwt_key_last_reload_timestamp_seconds"),
+			Help: "When the JWT key content in use was loaded, Unix seconds.",
+		}, []string{cfg.label}),
+		keys: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: name("jwt_verification_keys"),
+			Help: "Keys that verify tokens: the signing key, listed keys, and retired keys inside their grace period.",
+		}, []string{cfg.label}),
+		signing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: name("jwt_signing_key_info"),
+			Help: "The key that signs new tokens (value 1), by kid and alg.",
+		}, []string{cfg.label, "kid", "alg"}),
+		success: cfg.success,
+		failure: cfg.failure,
+		signers: map[string][2]string{},
+	}
+	if reg != nil {
+		if err := reg.Register(r); err != nil {
+			return nil, fmt.Errorf("jwtmetrics: register: %w", err)
+		}
+	}
+	return r, nil
+}
+
+func (r *Recorder) collectors() []prometheus.Collector {
+	return []prometheus.Collector{r.reloads, r.failures, r.verifications, r.lastReload, r.keys, r.signing}
+}
+
+// Describe implements prometheus.Collector.
+func (r *Recorder) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range r.collectors() {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (r *Recorder) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range r.collectors() {
+		c.Collect(ch)
+	}
+}
+
+// ObserveLoad implements jwtkeys.Observer. The first load creates the counters at
+// zero (so alerts on increase() have a baseline); each reload counts one success.
+func (r *Recorder) ObserveLoad(component string, info jwtkeys.SetInfo, initial bool) {
+	if initial {
+		r.reloads.WithLabelValues(component, r.success)
+		r.reloads.WithLabelValues(component, r.failure)
+		r.failures.WithLabelValues(component)
+		r.verifications.WithLabelValues(component, "ok")
+	} else {
+		r.reloads.WithLabelValues(component, r.success).Inc()
+	}
+	r.lastReload.WithLabelValues(component).Set(float64(info.LoadedAt.UnixNano()) / 1e9)
+	r.ObserveKeys(component, info)
+}
+
+// ObserveFailure implements jwtkeys.Observer.
+func (r *Recorder) ObserveFailure(component string, _ error) {
+	r.reloads.WithLabelValues(component, r.failure).Inc()
+	r.failures.WithLabelValues(component).Inc()
+}
+
+// ObserveKeys implements jwtkeys.Observer.
+func (r *Recorder) ObserveKeys(component string, info jwtkeys.SetInfo) {
+	r.keys.WithLabelValues(component).Set(float64(len(info.Keys)))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := [2]string{info.SigningKeyID, info.Algorithm}
+	if old, ok := r.signers[component]; ok && old != cur {
+		r.signing.DeleteLabelValues(component, old[0], old[1])
+	}
+	r.signers[component] = cur
+	r.signing.WithLabelValues(component, cur[0], cur[1]).Set(1)
+}
+
+// ObserveVerify implements jwtkeys.Observer.
+func (r *Recorder) ObserveVerify(component string, rejected jwtkeys.Reason) {
+	result := "ok"
+	if rejected != "" {
+		result = string(rejected)
+	}
+	r.verifications.WithLabelValues(component, result).Inc()
+}
