@@ -309,3 +309,17 @@ func kidOf(t *testing.T, tok string) string {
 	kid, _ := p.Header["kid"].(string)
 	return kid
 }
+
+// TestRevokeRetiredKey: a key kept only by its grace period is revoked by listing it
+// in one reload and removing it in the next.
+func TestRevokeRetiredKey(t *testing.T) {
+	a, b := newKey(t, ES256, 0), newKey(t, ES256, 1)
+	f := newFixture(t, signing(a))
+	byA := f.issue(t, "x")
+	f.set(t, signing(b))
+	f.mustVerify(t, byA)
+	f.set(t, signing(b, a))
+	f.mustVerify(t, byA)
+	f.set(t, signing(b))
+	f.mustReject(t, byA, ReasonUnknownKey)
+}
