@@ -3,6 +3,7 @@ package jwtkeys
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -152,4 +153,57 @@ func (s *RenewingTokenSource) Invalidate() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tok, s.renewAt, s.exp = "", time.Time{}, time.Time{}
+}
+
+// HeldTokenSource holds the newest token a client was handed — e.g. a renewed token
+// the control plane pushes over the agent's stream — and returns it while it has not
+// expired; otherwise it returns its fallback's token (e.g. a bootstrap token file).
+// Like RenewingTokenSource it reads exp without verifying the token.
+type HeldTokenSource struct {
+	fallback TokenSource
+	now      func() time.Time
+
+	mu  sync.Mutex
+	tok string
+	exp time.Time // zero: no exp claim, held until replaced
+}
+
+// NewHeldTokenSource returns a HeldTokenSource over fallback (nil: none).
+// WithRenewClock sets its clock.
+func NewHeldTokenSource(fallback TokenSource, opts ...RenewOption) *HeldTokenSource {
+	r := NewRenewingTokenSource(nil, opts...)
+	return &HeldTokenSource{fallback: fallback, now: r.now}
+}
+
+// Set replaces the held token.
+func (h *HeldTokenSource) Set(token string) {
+	var c jwt.RegisteredClaims
+	var exp time.Time
+	if _, _, err := jwt.NewParser().ParseUnverified(token, &c); err == nil && c.ExpiresAt != nil {
+		exp = c.ExpiresAt.Time
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.tok, h.exp = token, exp
+}
+
+// Token implements [TokenSource].
+func (h *HeldTokenSource) Token(ctx context.Context) (string, error) {
+	h.mu.Lock()
+	tok, exp := h.tok, h.exp
+	h.mu.Unlock()
+	if tok != "" && (exp.IsZero() || h.now().Before(exp)) {
+		return tok, nil
+	}
+	if h.fallback == nil {
+		return "", errors.New("jwtkeys: no valid token held and no fallback")
+	}
+	return h.fallback.Token(ctx)
+}
+
+// Invalidate drops the held token (e.g. after the server rejected it).
+func (h *HeldTokenSource) Invalidate() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.tok, h.exp = "", time.Time{}
 }

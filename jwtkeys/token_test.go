@@ -91,3 +91,26 @@ func TestFileTokenSource(t *testing.T) {
 		t.Fatal("StaticToken")
 	}
 }
+
+func TestHeldTokenSource(t *testing.T) {
+	f := newFixture(t, signing(newKey(t, ES256, 0)))
+	ctx := context.Background()
+	h := NewHeldTokenSource(StaticToken("bootstrap"), WithRenewClock(f.clock.Now))
+	if tok, _ := h.Token(ctx); tok != "bootstrap" {
+		t.Fatal("no held token: want the fallback")
+	}
+	pushed := f.issue(t, "agent")
+	h.Set(pushed)
+	if tok, _ := h.Token(ctx); tok != pushed {
+		t.Fatal("the pushed token is not used")
+	}
+	f.clock.Advance(testTTL)
+	if tok, _ := h.Token(ctx); tok != "bootstrap" {
+		t.Fatal("an expired held token was used")
+	}
+	h.Set(pushed)
+	h.Invalidate()
+	if _, err := NewHeldTokenSource(nil).Token(ctx); err == nil {
+		t.Fatal("no token and no fallback: want an error")
+	}
+}
