@@ -52,6 +52,7 @@ and in hotcert_agent_tls_handshake_failures_total{reason}.`,
 	fl.DurationVar(&c.ConnectTimeout, "connect-timeout", 10*time.Second, "bound on opening a stream (dial, handshake, register)")
 	fl.DurationVar(&c.MinBackoff, "min-backoff", time.Second, "first delay after a failed connection attempt (doubles, jittered)")
 	fl.DurationVar(&c.MaxBackoff, "max-backoff", 30*time.Second, "longest delay between failed connection attempts")
+	fl.DurationVar(&c.ReconnectOnCertChange, "reconnect-on-cert-change", 0, "with --tls-cert: after the client certificate rotates, reconnect at a random time within this window so the server sees it (0: on the next reconnect)")
 	fl.DurationVar(&c.ReconnectJitter, "reconnect-jitter", time.Second, "random delay, up to this, before reconnecting after a drop")
 	fl.StringVar(&f.metricsListen, "metrics-listen", "", "serve /metrics and /healthz on this address (off when empty)")
 	fl.StringVar(&f.metricsPrefix, "metrics-prefix", "hotcert", "prefix of the TLS reload metrics")

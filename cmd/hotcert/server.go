@@ -22,6 +22,8 @@ import (
 )
 
 type serverFlags struct {
+	drainWindow, drainGrace   time.Duration
+	cutUntrusted              bool
 	listen, metricsListen     string
 	tlsCert, tlsKey, clientCA string
 	tlsSecret, kubeconfig     string
@@ -66,6 +68,9 @@ $KUBECONFIG, ~/.kube/config or the in-cluster service account).`,
 	fl.StringVar(&f.replica, "replica", "", "replica name reported to agents (default: host name)")
 	fl.DurationVar(&f.maxConnAge, "max-connection-age", 0, "close connections after about this long (+/-10% jitter, GOAWAY) so agents reconnect (0: never)")
 	fl.DurationVar(&f.maxConnGrace, "max-connection-age-grace", 0, "how long streams may outlive --max-connection-age (0: unbounded)")
+	fl.DurationVar(&f.drainWindow, "drain-window", 0, "after a certificate rotation, move agents onto it: each connection gets a GOAWAY at a random time within this window (0: connections keep the old certificate)")
+	fl.DurationVar(&f.drainGrace, "drain-grace", 30*time.Second, "how long in-flight RPCs of a drained connection may run")
+	fl.BoolVar(&f.cutUntrusted, "cut-untrusted", false, "with --client-ca: disconnect agents whose certificate no longer verifies after the bundle changes")
 	fl.DurationVar(&f.workInterval, "work-interval", 0, "push a work item to every agent this often (0: never)")
 	fl.DurationVar(&f.pollInterval, "poll-interval", hotcert.DefaultPollInterval, "re-read the certificate this often even without a file event")
 	fl.DurationVar(&f.settle, "settle", hotcert.DefaultSettle, "how long a pair that does not load is treated as mid-write before it counts as a failure")
@@ -89,6 +94,9 @@ func runServer(ctx context.Context, g *globals, f *serverFlags) error {
 		Logger:                log,
 		MaxConnectionAge:      f.maxConnAge,
 		MaxConnectionAgeGrace: f.maxConnGrace,
+		DrainWindow:           f.drainWindow,
+		DrainGrace:            f.drainGrace,
+		CutUntrusted:          f.cutUntrusted,
 		WorkInterval:          f.workInterval,
 		MetricsOptions:        []metrics.Option{metrics.WithPrefix(f.metricsPrefix), metrics.WithComponentLabel(f.metricsLbl)},
 		ReloaderOptions:       []hotcert.Option{hotcert.WithPollInterval(f.pollInterval), hotcert.WithSettle(f.settle)},

@@ -18,8 +18,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +33,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/drain"
 	"github.com/hotcert/hotcert/grpccreds"
 	"github.com/hotcert/hotcert/internal/agentrpc"
 	"github.com/hotcert/hotcert/metrics"
@@ -47,6 +50,8 @@ type Agent struct {
 	ca        *hotcert.Reloader
 	identity  *hotcert.Reloader // client certificate, or nil
 	cc        *grpc.ClientConn
+	conn      atomic.Pointer[net.Conn] // the last handshaken connection
+	rotated   atomic.Bool              // the current session ends for a client-certificate rotation
 	running   atomic.Bool
 	closeOnce sync.Once
 
@@ -165,6 +170,12 @@ func (a *Agent) Run(ctx context.Context) error {
 			wg.Go(func() { _ = r.Start(ctx) })
 		}
 	}
+	if a.identity != nil && a.cfg.ReconnectOnCertChange > 0 {
+		if !a.cfg.Watch {
+			wg.Go(func() { _ = a.identity.Start(ctx) }) // notice the rotation between dials
+		}
+		wg.Go(func() { drain.ReconnectOnChange(ctx, a.identity, a.cfg.ReconnectOnCertChange, a.rehandshake) })
+	}
 	bo := newBackoff(a.cfg.MinBackoff, a.cfg.MaxBackoff)
 	for {
 		// The agent's backoff is the only one: after it, the next attempt dials at once
@@ -175,11 +186,20 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		}
 		var wait time.Duration
-		if established {
+		switch {
+		case established && a.rotated.Swap(false):
+			bo.reset()
+			a.log.Info("reconnecting to present the rotated client certificate", "server", a.cfg.Server)
+		case established && serverClosed(err):
+			// The server ended the stream cleanly: it is draining this connection
+			// (a rotation, spread over its window already). Re-open at once.
+			bo.reset()
+			a.log.Info("control plane asked to reconnect", "server", a.cfg.Server)
+		case established:
 			bo.reset()
 			wait = rand.N(a.cfg.ReconnectJitter + 1)
 			a.log.Warn("control plane stream dropped", "server", a.cfg.Server, "error", errText(err), "reconnect_in", wait.String())
-		} else {
+		default:
 			wait = bo.next()
 			a.log.Warn("control plane connection failed", "server", a.cfg.Server, "reason", agentReason(err), "error", errText(err), "retry_in", wait.String())
 		}
@@ -286,7 +306,14 @@ func (a *Agent) session(ctx context.Context) (established bool, err error) {
 	err = a.run(sctx, cancel, stream)
 	uptime := a.c.disconnected(ctx.Err() == nil)
 	if ctx.Err() == nil {
-		a.emit(Event{Kind: EventStreamDropped, Replica: info.replica, Uptime: uptime, Err: err})
+		ev := Event{Kind: EventStreamDropped, Replica: info.replica, Uptime: uptime, Err: err}
+		switch {
+		case a.rotated.Load():
+			ev.Reason = ReasonClientRotated
+		case serverClosed(err):
+			ev.Reason = ReasonServerClosed
+		}
+		a.emit(ev)
 	}
 	return true, err
 }
@@ -373,5 +400,29 @@ func (a *Agent) emit(e Event) {
 	if a.cfg.OnEvent != nil {
 		e.AgentID, e.Time = a.cfg.ID, time.Now()
 		a.cfg.OnEvent(e)
+	}
+}
+
+// Reasons of stream_dropped events that are part of a rotation, not failures.
+const (
+	// ReasonServerClosed: the server ended the stream cleanly, as a draining server
+	// does to move agents onto new material.
+	ReasonServerClosed = "server_closed"
+	// ReasonClientRotated: the agent closed its connection to present its rotated
+	// client certificate (Config.ReconnectOnCertChange).
+	ReasonClientRotated = "client_rotated"
+)
+
+// serverClosed reports whether a stream ended because the server closed it with an
+// OK status (RecvMsg returns io.EOF).
+func serverClosed(err error) bool { return errors.Is(err, io.EOF) }
+
+// rehandshake closes the current connection so that the next one presents the
+// rotated client certificate (an established TLS connection keeps the certificate it
+// was opened with). The session ends and is re-opened at once.
+func (a *Agent) rehandshake() {
+	if c := a.conn.Load(); c != nil {
+		a.rotated.Store(true)
+		(*c).Close()
 	}
 }

@@ -78,7 +78,11 @@ type Config struct {
 	ReconnectJitter time.Duration
 	// OnEvent, if set, is called synchronously for every connection, failure, drop
 	// and work item. It must be fast and safe for concurrent use.
-	OnEvent func(Event)
+	// ReconnectOnCertChange, with a client certificate, re-handshakes after the
+	// certificate rotates, at a random time within this window, so the server sees
+	// the new certificate without waiting for the next drop (0: keep the connection).
+	ReconnectOnCertChange time.Duration
+	OnEvent               func(Event)
 }
 
 func (c *Config) setDefaults() error {

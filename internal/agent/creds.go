@@ -26,6 +26,7 @@ func (c *observedCreds) ClientHandshake(ctx context.Context, authority string, r
 		return nil, nil, err
 	}
 	c.a.c.handshakes.Add(1)
+	c.a.conn.Store(&conn) // the connection a client-certificate rotation re-handshakes
 	return conn, info, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/drain"
 	"github.com/hotcert/hotcert/metrics"
 )
 
@@ -46,6 +47,18 @@ type Config struct {
 	// MaxConnectionAge, if positive, closes each connection after about this long
 	// (+/-10% jitter, by GOAWAY), so agents reconnect and see the current certificate.
 	MaxConnectionAge time.Duration
+	// DrainWindow, if positive, moves agents onto a rotated certificate gracefully:
+	// each connection opened under the previous certificate gets a GOAWAY at a random
+	// time within the window (N agents reconnect at about N/window per second), its
+	// stream ends cleanly and the agent re-opens it at once (see package drain).
+	DrainWindow time.Duration
+	// CutUntrusted, with ClientCA, drains at once the connections whose client
+	// certificate no longer verifies against a changed client CA bundle (its CA was
+	// removed, or it expired), with a log line naming the peer.
+	CutUntrusted bool
+	// DrainGrace bounds how long in-flight RPCs of a drained connection may run
+	// (default drain.DefaultGrace).
+	DrainGrace time.Duration
 	// MaxConnectionAgeGrace is how long streams may outlive MaxConnectionAge before the
 	// connection is closed (default: unbounded, streams are never cut).
 	MaxConnectionAgeGrace time.Duration
@@ -79,7 +92,13 @@ func (c *Config) setDefaults() error {
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 5 * time.Second
 	}
-	if c.MaxConnectionAge < 0 || c.MaxConnectionAgeGrace < 0 || c.WorkInterval < 0 {
+	if c.CutUntrusted && c.ClientCA == nil {
+		return errors.New("controlplane: cutting untrusted peers needs a client CA bundle (mTLS)")
+	}
+	if c.DrainGrace <= 0 {
+		c.DrainGrace = drain.DefaultGrace
+	}
+	if c.MaxConnectionAge < 0 || c.MaxConnectionAgeGrace < 0 || c.WorkInterval < 0 || c.DrainWindow < 0 {
 		return errors.New("controlplane: durations must not be negative")
 	}
 	return nil

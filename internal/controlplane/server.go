@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/drain"
 	"github.com/hotcert/hotcert/grpccreds"
 	"github.com/hotcert/hotcert/internal/agentrpc"
 	"github.com/hotcert/hotcert/metrics"
@@ -37,7 +38,7 @@ type Server struct {
 	log      *slog.Logger
 	cert     *hotcert.Reloader
 	clientCA *hotcert.Reloader // nil without mTLS
-	gs       *grpc.Server
+	gs       grpcServer
 	conns    connTracker
 
 	startOnce sync.Once
@@ -107,7 +108,6 @@ func New(cfg Config) (*Server, error) {
 	}
 
 	opts := []grpc.ServerOption{
-		grpc.Creds(&countingCreds{TransportCredentials: creds, s: s}),
 		grpc.ConnectionTimeout(cfg.HandshakeTimeout),
 		// Messages are tiny: small transport buffers keep thousands of agent
 		// connections cheap (the default is 32 KiB each way per connection).
@@ -122,9 +122,40 @@ func New(cfg Config) (*Server, error) {
 		}
 		opts = append(opts, grpc.KeepaliveParams(kp))
 	}
-	s.gs = grpc.NewServer(opts...)
-	s.gs.RegisterService(agentrpc.ServiceDesc(s.handle), nil)
+	creds = &countingCreds{TransportCredentials: creds, s: s}
+	newGRPC := func(extra ...grpc.ServerOption) *grpc.Server {
+		gs := grpc.NewServer(append(extra, opts...)...)
+		gs.RegisterService(agentrpc.ServiceDesc(s.handle), nil)
+		return gs
+	}
+	if cfg.DrainWindow > 0 || cfg.CutUntrusted {
+		dopts := []drain.Option{drain.WithLogger(s.log), drain.WithComponent(cfg.Component), drain.WithGrace(cfg.DrainGrace)}
+		if cfg.DrainWindow > 0 {
+			dopts = append(dopts, drain.WithIdentityDrain(s.cert, cfg.DrainWindow))
+		}
+		if cfg.CutUntrusted {
+			dopts = append(dopts, drain.WithTrustCut(s.clientCA))
+		}
+		if cfg.Registerer != nil {
+			dm, err := drain.NewMetrics(cfg.Registerer, "")
+			if err != nil {
+				return nil, fmt.Errorf("controlplane: %w", err)
+			}
+			dopts = append(dopts, drain.WithMetrics(dm))
+		}
+		s.gs = drain.NewServer(creds, newGRPC, dopts...)
+	} else {
+		s.gs = newGRPC(grpc.Creds(creds))
+	}
 	return s, nil
+}
+
+// grpcServer is a grpc.Server, or a drain.Server that serves each connection with a
+// grpc.Server of its own so it can be drained alone.
+type grpcServer interface {
+	Serve(net.Listener) error
+	GracefulStop()
+	Stop()
 }
 
 // Serve accepts agents on ln until ctx is done, then ends every stream, stops
@@ -141,7 +172,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		<-errc
 		return nil
 	case err := <-errc:
-		if errors.Is(err, grpc.ErrServerStopped) {
+		if errors.Is(err, grpc.ErrServerStopped) || errors.Is(err, drain.ErrServerStopped) {
 			return nil
 		}
 		return fmt.Errorf("controlplane: serve: %w", err)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/hotcert/hotcert/drain"
 	"github.com/hotcert/hotcert/internal/agentrpc"
 	"github.com/hotcert/hotcert/internal/inspect"
 )
@@ -101,6 +102,12 @@ func (s *Server) handle(stream grpc.ServerStream) error {
 		case <-ctx.Done():
 			reason = "connection closed: " + ctx.Err().Error()
 			return ctx.Err()
+		case <-drain.Draining(ctx):
+			// The connection is being drained (a rotation, or the peer is no longer
+			// trusted): end the stream cleanly so the agent re-opens it at once on a
+			// new connection.
+			reason = "drained"
+			return nil
 		case <-s.stopping:
 			reason = "server shutting down"
 			return status.Error(codes.Unavailable, "control plane replica shutting down")

@@ -32,6 +32,7 @@ type PhaseResult struct {
 type Result struct {
 	Phases   []PhaseResult
 	Broken   []string // broken invariants; empty when the run is good
+	Spread   string   // what the graceful reconnect measured
 	Timeline string   // path of the SVG
 	Log      string   // path of the servers' and agents' log
 }
@@ -113,6 +114,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := writeTimeline(w.tl, res.Timeline, cfg); err != nil {
 		return res, err
 	}
+	res.Spread = s.spread
 	writeSummary(cfg.Stdout, res, w.latencies())
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("demo: interrupted: %w", ctx.Err())

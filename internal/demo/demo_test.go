@@ -23,7 +23,7 @@ func TestDemoHoldsEveryInvariant(t *testing.T) {
 	if err != nil {
 		t.Fatalf("demo failed: %v\n%s", err, out)
 	}
-	want := []string{"renew server certificate", "CA step 1: union bundle", "CA step 2: new-CA certificate", "CA step 3: drop old CA", "botched rotation refused"}
+	want := []string{"renew server certificate", "CA step 1: union bundle", "CA step 2: new-CA certificate", "CA step 3: drop old CA", "botched rotation refused", "graceful reconnect (drain)"}
 	if len(res.Phases) != len(want) {
 		t.Fatalf("%d phases, want %d", len(res.Phases), len(want))
 	}

@@ -23,6 +23,7 @@ type story struct {
 	oldCA   *hotcerttest.CA
 	newCA   *hotcerttest.CA
 	current *hotcerttest.Leaf // what every replica serves
+	spread  string            // what the graceful reconnect measured
 }
 
 func (s *story) phases() []phase {
@@ -36,7 +37,47 @@ func (s *story) phases() []phase {
 			phase{name: "CA step 3: drop old CA", safe: true, run: s.caStep3},
 		)
 	}
-	return append(ps, phase{name: "botched rotation refused", safe: true, run: s.botched})
+	return append(ps,
+		phase{name: "botched rotation refused", safe: true, run: s.botched},
+		phase{name: "graceful reconnect (drain)", safe: true, run: s.gracefulReconnect},
+	)
+}
+
+// gracefulReconnect renews the server certificate and lets the replicas move every
+// agent onto it by themselves: no forced drop, each connection gets a GOAWAY at a
+// random time within the drain window, its stream ends cleanly and the agent
+// re-opens it at once. Reconnects arrive at about N/window per second instead of all
+// at once as after a restart.
+func (s *story) gracefulReconnect(ctx context.Context) error {
+	start := time.Now()
+	drained := s.w.c.drained.Load()
+	if err := s.serveEverywhere(ctx, s.newCA.MustIssue(serverLeaf()...)); err != nil {
+		return err
+	}
+	fp := hotcert.FingerprintOf(s.current.Cert)
+	if err := s.w.waitFor(ctx, func() bool { return s.w.onCertificate(fp) == len(s.w.agents) }); err != nil {
+		return fmt.Errorf("only %d of %d agents were moved onto the new certificate: %w", s.w.onCertificate(fp), len(s.w.agents), err)
+	}
+	if n := s.w.c.drained.Load() - drained; n != uint64(len(s.w.agents)) {
+		return fmt.Errorf("%d streams drained for %d agents, want each once", n, len(s.w.agents))
+	}
+	peak := peakPerSecond(s.w.connectsSince(start))
+	window := s.w.drainWindow()
+	s.spread = fmt.Sprintf("graceful reconnect: %d agents moved over a %s window, at most %d reconnects in one second (N/window = %.0f/s); a restart reconnects them all at once",
+		len(s.w.agents), window, peak, float64(len(s.w.agents))/window.Seconds())
+	return nil
+}
+
+// peakPerSecond returns the largest number of events in any one-second bucket.
+func peakPerSecond(offsets []time.Duration) int {
+	buckets := map[time.Duration]int{}
+	peak := 0
+	for _, o := range offsets {
+		k := o / time.Second
+		buckets[k]++
+		peak = max(peak, buckets[k])
+	}
+	return peak
 }
 
 // serveEverywhere writes leaf to every replica and waits until all serve it.

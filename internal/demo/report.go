@@ -67,6 +67,9 @@ func writeSummary(w io.Writer, res *Result, all []time.Duration) {
 		slices.Sort(s)
 		fmt.Fprintf(w, "\nreload latency (kubelet rename → served) over %d reloads: p50 %s, p99 %s\n", len(s), ms(s[len(s)/2]), ms(s[len(s)*99/100]))
 	}
+	if res.Spread != "" {
+		fmt.Fprintln(w, res.Spread)
+	}
 	fmt.Fprintf(w, "timeline: %s\nlog:      %s\n", res.Timeline, res.Log)
 	if len(res.Broken) == 0 {
 		fmt.Fprintln(w, "\nevery invariant held: no failed handshake, no unexpected drop, the botched certificate never served, one log line and one count for it.")

@@ -44,6 +44,7 @@ type counters struct {
 	reloads          atomic.Uint64 // certificates reloaded by replicas
 	reloadsRefused   atomic.Uint64 // reloads refused by replicas (bad material)
 	forcedDrops      atomic.Uint64 // streams the demo dropped on purpose
+	drained          atomic.Uint64 // streams a draining replica ended cleanly (asked to reconnect)
 	botchedFPsServed atomic.Uint64 // streams that saw a botched certificate
 }
 
@@ -59,6 +60,9 @@ type world struct {
 	replicas []*replica
 	agents   []*agent.Agent
 	botched  atomic.Pointer[hotcert.Fingerprint]
+
+	mu           sync.Mutex
+	connectTimes []time.Time // when each agent stream was registered
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -130,10 +134,14 @@ func (w *world) startReplica(ctx context.Context, name string, leaf *hotcerttest
 		return fmt.Errorf("demo: %w", err)
 	}
 	r.srv, err = controlplane.New(controlplane.Config{
-		TLS:        src,
-		Replica:    name,
-		Logger:     w.log.With("replica", name),
-		Registerer: r.reg,
+		TLS:     src,
+		Replica: name,
+		// Rotations of the server certificate move agents over by themselves, spread
+		// over this window (the demo's forced reconnects preempt it in earlier phases).
+		DrainWindow: w.drainWindow(),
+		DrainGrace:  10 * time.Second,
+		Logger:      w.log.With("replica", name),
+		Registerer:  r.reg,
 	})
 	if err != nil {
 		return fmt.Errorf("demo: starting %s: %w", name, err)
@@ -196,6 +204,9 @@ func (w *world) onAgentEvent(ev agent.Event) {
 	switch ev.Kind {
 	case agent.EventConnected:
 		w.c.connects.Add(1)
+		w.mu.Lock()
+		w.connectTimes = append(w.connectTimes, time.Now())
+		w.mu.Unlock()
 		if b := w.botched.Load(); b != nil && ev.Peer != nil && hotcert.FingerprintOf(ev.Peer) == *b {
 			w.c.botchedFPsServed.Add(1)
 		}
@@ -207,6 +218,10 @@ func (w *world) onAgentEvent(ev agent.Event) {
 			w.c.handshakeFails.Add(1) // drawn as red bars on the timeline
 		}
 	case agent.EventStreamDropped:
+		if ev.Reason == agent.ReasonServerClosed {
+			w.c.drained.Add(1) // a graceful drain: expected, not a drop
+			return
+		}
 		w.c.drops.Add(1)
 	}
 }
@@ -303,4 +318,26 @@ func (w *world) hold(ctx context.Context) {
 	case <-ctx.Done():
 	case <-time.After(d):
 	}
+}
+
+// drainWindow is the replicas' drain window: long enough to spread the fleet's
+// reconnects, short enough for a demo.
+func (w *world) drainWindow() time.Duration {
+	if w.cfg.Short {
+		return time.Second
+	}
+	return max(3*time.Second, time.Duration(w.cfg.Agents)*10*time.Millisecond)
+}
+
+// connectsSince returns the offsets of agent connects after t.
+func (w *world) connectsSince(t time.Time) []time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []time.Duration
+	for _, c := range w.connectTimes {
+		if c.After(t) {
+			out = append(out, c.Sub(t))
+		}
+	}
+	return out
 }
