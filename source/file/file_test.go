@@ -202,8 +202,19 @@ type badInput struct {
 
 func badInputs() []badInput {
 	now := time.Now()
-	plain := func(f *fixture, path string) { // replace the visible symlink by a plain path
+	plain := func(f *fixture, path string) { // remove the visible symlink
 		if err := os.Remove(path); err != nil {
+			panic(err)
+		}
+	}
+	// swap puts what create makes at a temporary name over path in one rename, so the
+	// watcher never sees an intermediate state (a missing file) that is not the fault.
+	swap := func(path string, create func(tmp string) error) {
+		tmp := path + ".tmp"
+		if err := create(tmp); err != nil {
+			panic(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
 			panic(err)
 		}
 	}
@@ -235,23 +246,14 @@ func badInputs() []badInput {
 			}
 		}},
 		{"unreadable file (symlink loop)", hotcert.ReasonRead, func(f *fixture) {
-			plain(f, f.certPath())
-			if err := os.Symlink(filepath.Base(f.certPath()), f.certPath()); err != nil {
-				panic(err)
-			}
+			swap(f.certPath(), func(tmp string) error { return os.Symlink(filepath.Base(f.certPath()), tmp) })
 		}},
 		{"oversize file", hotcert.ReasonTooLarge, func(f *fixture) {
-			plain(f, f.caPath())
 			big := append(hotcerttest.BundlePEM(f.ca), make([]byte, hotcert.DefaultMaxInputSize)...)
-			if err := os.WriteFile(f.caPath(), big, 0o644); err != nil {
-				panic(err)
-			}
+			swap(f.caPath(), func(tmp string) error { return os.WriteFile(tmp, big, 0o644) })
 		}},
 		{"symlink to /dev/zero", hotcert.ReasonNotRegular, func(f *fixture) {
-			plain(f, f.caPath())
-			if err := os.Symlink("/dev/zero", f.caPath()); err != nil {
-				panic(err)
-			}
+			swap(f.caPath(), func(tmp string) error { return os.Symlink("/dev/zero", tmp) })
 		}},
 		{"deleted file", hotcert.ReasonMissing, func(f *fixture) { plain(f, f.keyPath()) }},
 	}
@@ -278,7 +280,9 @@ func (f *fixture) repair() *hotcerttest.Leaf {
 func TestBadInputKeepsLastGoodCountsOnceAndRecovers(t *testing.T) {
 	for _, bi := range badInputs() {
 		t.Run(bi.name, func(t *testing.T) {
-			f, a := started(t)
+			// Replacing a file by a directory takes two steps (a non-atomic writer): a
+			// settle window that covers them even on a loaded machine.
+			f, a := started(t, hotcert.WithSettle(500*time.Millisecond))
 			bi.apply(f)
 			testutil.WaitFor(t, "the failure to be reported", func() bool { return f.failures() == 1 })
 			if !f.serving(a) {
