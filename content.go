@@ -31,14 +31,18 @@ type Content struct {
 	Source string
 }
 
-// Hash returns the SHA-256 of the content's data in an unambiguous encoding: each
-// part is written as a presence flag and a length prefix followed by its bytes, so
-// moving bytes between parts always changes the hash. Names are not hashed: the
-// same bytes read from elsewhere are the same content.
-func (c Content) Hash() [32]byte {
+// Hash returns the SHA-256 of the content's data ([HashInputs] of the certificate,
+// the key and the CA bundle). Names are not hashed: the same bytes read from
+// elsewhere are the same content.
+func (c Content) Hash() [32]byte { return HashInputs(c.Cert, c.Key, c.CA) }
+
+// HashInputs returns the SHA-256 of the inputs' data in an unambiguous encoding: each
+// input is written as a presence flag and a length prefix followed by its bytes, so
+// moving bytes between inputs always changes the hash. Names are not hashed.
+func HashInputs(ins ...Input) [32]byte {
 	h := sha256.New()
 	var hdr [9]byte
-	for _, in := range [...]Input{c.Cert, c.Key, c.CA} {
+	for _, in := range ins {
 		hdr[0] = 0
 		if in.Present() {
 			hdr[0] = 1

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/security/advancedtls"
 
 	"github.com/hotcert/hotcert/grpccreds"
+	"github.com/hotcert/hotcert/internal/handshakebench"
 	"github.com/hotcert/hotcert/source/file"
 	"github.com/hotcert/hotcert/tlsconfig"
 )
@@ -82,11 +83,11 @@ func BenchmarkGRPCCredsMTLS(b *testing.B) {
 	spCli.MinVersion = tls.VersionTLS13
 
 	staticSrvCreds, staticCliCreds := credentials.NewTLS(staticSrv), credentials.NewTLS(staticCli)
-	interleave(b, []handshaker{
-		{"credentials.NewTLS", credsServer(staticSrvCreds), credsClient(staticCliCreds)},
-		{"grpccreds", credsServer(grpccreds.NewMTLSServer(srvR, tlsconfig.WithBase(base))), credsClient(grpccreds.NewClient(cliR, tlsconfig.WithBase(base)))},
-		{"advancedtls-pemfile", credsServer(atSrv), credsClient(atCli)},
-		{"go-spiffe", credsServer(credentials.NewTLS(spSrv)), credsClient(credentials.NewTLS(spCli))},
+	handshakebench.Interleave(b, []handshakebench.Handshaker{
+		{Name: "credentials.NewTLS", Server: credsServer(staticSrvCreds), Client: credsClient(staticCliCreds)},
+		{Name: "grpccreds", Server: credsServer(grpccreds.NewMTLSServer(srvR, tlsconfig.WithBase(base))), Client: credsClient(grpccreds.NewClient(cliR, tlsconfig.WithBase(base)))},
+		{Name: "advancedtls-pemfile", Server: credsServer(atSrv), Client: credsClient(atCli)},
+		{Name: "go-spiffe", Server: credsServer(credentials.NewTLS(spSrv)), Client: credsClient(credentials.NewTLS(spCli))},
 	})
 }
 

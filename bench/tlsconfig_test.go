@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 
 	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/internal/handshakebench"
 	"github.com/hotcert/hotcert/source/file"
 	"github.com/hotcert/hotcert/tlsconfig"
 )
@@ -86,12 +87,12 @@ func BenchmarkTLSConfigMTLS(b *testing.B) {
 	spCli := spiffetls.MTLSClientConfig(p.cliSVID, p.bundle, spiffetls.AuthorizeAny())
 	spCli.MinVersion = tls.VersionTLS13
 
-	interleave(b, []handshaker{
-		{"static", tlsServer(staticSrv), tlsClient(staticCli)},
-		{"hotcert", tlsServer(hotSrv), tlsClient(hotCli)},
-		{"hotcert-dialer", tlsServer(hotSrv), perDial},
-		{"hotcert-server-only", tlsServer(hotSrv), tlsClient(staticCli)},
-		{"certwatcher-server-only", tlsServer(cwSrv), tlsClient(staticCli)},
-		{"go-spiffe", tlsServer(spSrv), tlsClient(spCli)},
+	handshakebench.Interleave(b, []handshakebench.Handshaker{
+		{Name: "static", Server: tlsServer(staticSrv), Client: tlsClient(staticCli)},
+		{Name: "hotcert", Server: tlsServer(hotSrv), Client: tlsClient(hotCli)},
+		{Name: "hotcert-dialer", Server: tlsServer(hotSrv), Client: perDial},
+		{Name: "hotcert-server-only", Server: tlsServer(hotSrv), Client: tlsClient(staticCli)},
+		{Name: "certwatcher-server-only", Server: tlsServer(cwSrv), Client: tlsClient(staticCli)},
+		{Name: "go-spiffe", Server: tlsServer(spSrv), Client: tlsClient(spCli)},
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/grpccreds"
 	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/internal/handshakebench"
 	"github.com/hotcert/hotcert/tlsconfig"
 )
 
@@ -51,10 +52,10 @@ func BenchmarkMTLSHandshake(b *testing.B) {
 	cli := grpccreds.NewClient(hotcert.NewStore(hotcertMaterial(b, cliLeaf, ca)), tlsconfig.WithBase(base))
 	staticSrvCreds, staticCliCreds := credentials.NewTLS(staticSrv), credentials.NewTLS(staticCli)
 
-	interleave(b, []handshaker{
-		{"credentials.NewTLS", credsServer(staticSrvCreds), credsClient(staticCliCreds)},
-		{"grpccreds", credsServer(srv), credsClient(cli)},
-		{"grpccreds-server-only", credsServer(srv), credsClient(staticCliCreds)},
-		{"grpccreds-client-only", credsServer(staticSrvCreds), credsClient(cli)},
+	handshakebench.Interleave(b, []handshakebench.Handshaker{
+		{Name: "credentials.NewTLS", Server: credsServer(staticSrvCreds), Client: credsClient(staticCliCreds)},
+		{Name: "grpccreds", Server: credsServer(srv), Client: credsClient(cli)},
+		{Name: "grpccreds-server-only", Server: credsServer(srv), Client: credsClient(staticCliCreds)},
+		{Name: "grpccreds-client-only", Server: credsServer(staticSrvCreds), Client: credsClient(cli)},
 	})
 }

@@ -1,9 +1,6 @@
 package jwtkeys
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
-
 	"github.com/hotcert/hotcert"
 )
 
@@ -39,22 +36,8 @@ type Content struct {
 	Source string
 }
 
-// Hash returns the SHA-256 of the content's data in an unambiguous encoding (presence
-// flag and length prefix per part). Names are not hashed.
+// Hash returns the SHA-256 of the content's data in an unambiguous encoding
+// (hotcert.HashInputs). Names are not hashed.
 func (c Content) Hash() [32]byte {
-	h := sha256.New()
-	h.Write([]byte("hotcert jwtkeys content v1\x00"))
-	var hdr [9]byte
-	for _, in := range [...]hotcert.Input{c.SigningKey, c.VerificationKeys, c.HMACSecrets} {
-		hdr[0] = 0
-		if in.Present() {
-			hdr[0] = 1
-		}
-		binary.BigEndian.PutUint64(hdr[1:], uint64(len(in.Data)))
-		h.Write(hdr[:])
-		h.Write(in.Data)
-	}
-	var sum [32]byte
-	h.Sum(sum[:0])
-	return sum
+	return hotcert.HashInputs(c.SigningKey, c.VerificationKeys, c.HMACSecrets)
 }

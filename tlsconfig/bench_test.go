@@ -10,6 +10,7 @@ import (
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/internal/handshakebench"
 	"github.com/hotcert/hotcert/tlsconfig"
 )
 
@@ -53,12 +54,12 @@ func BenchmarkMTLSHandshake(b *testing.B) {
 		return tls.Client(c, cfg).Handshake()
 	}
 
-	interleave(b, []handshaker{
-		{"static", tlsServer(staticSrv), tlsClient(staticCli)},
-		{"hotcert", tlsServer(hotSrv), tlsClient(hotCli)},
-		{"hotcert-dialer", tlsServer(hotSrv), perDial},
-		{"hotcert-server-only", tlsServer(hotSrv), tlsClient(staticCli)},
-		{"hotcert-client-only", tlsServer(staticSrv), tlsClient(hotCli)},
+	handshakebench.Interleave(b, []handshakebench.Handshaker{
+		{Name: "static", Server: tlsServer(staticSrv), Client: tlsClient(staticCli)},
+		{Name: "hotcert", Server: tlsServer(hotSrv), Client: tlsClient(hotCli)},
+		{Name: "hotcert-dialer", Server: tlsServer(hotSrv), Client: perDial},
+		{Name: "hotcert-server-only", Server: tlsServer(hotSrv), Client: tlsClient(staticCli)},
+		{Name: "hotcert-client-only", Server: tlsServer(staticSrv), Client: tlsClient(hotCli)},
 	})
 }
 

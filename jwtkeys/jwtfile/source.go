@@ -24,12 +24,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -144,9 +141,9 @@ func (s *Source) Read(context.Context) (jwtkeys.Content, error) {
 		err error
 	)
 	for range maxGenerationRetries {
-		before := generations(paths)
+		before := file.Generations(paths)
 		ins, err = s.readAll(paths)
-		if slices.Equal(before, generations(paths)) {
+		if slices.Equal(before, file.Generations(paths)) {
 			break
 		}
 	}
@@ -206,23 +203,9 @@ func (s *Source) dirPaths() []string {
 	return out
 }
 
-// dataLink is the symlink the kubelet swaps atomically on every update.
-const dataLink = "..data"
-
 // maxGenerationRetries bounds how often a read is repeated because "..data" moved
 // while the files were being read.
 const maxGenerationRetries = 5
-
-// generations returns, per configured path, where its directory's "..data" points.
-func generations(paths []string) []string {
-	gens := make([]string, len(paths))
-	for i, p := range paths {
-		if p != "" {
-			gens[i], _ = os.Readlink(filepath.Join(filepath.Dir(p), dataLink))
-		}
-	}
-	return gens
-}
 
 func (s *Source) readAll(paths []string) ([]hotcert.Input, error) {
 	ins := make([]hotcert.Input, len(paths))
@@ -230,7 +213,7 @@ func (s *Source) readAll(paths []string) ([]hotcert.Input, error) {
 		if p == "" {
 			continue
 		}
-		data, err := s.readFile(p)
+		data, err := file.ReadFile(p, s.maxSize)
 		if err != nil {
 			var he *hotcert.Error
 			if p == s.verifyPath && errors.As(err, &he) && he.Reason == hotcert.ReasonMissing {
@@ -241,44 +224,4 @@ func (s *Source) readAll(paths []string) ([]hotcert.Input, error) {
 		ins[i] = hotcert.Input{Name: p, Data: data}
 	}
 	return ins, nil
-}
-
-// readFile reads a regular file (following symlinks) of at most maxSize bytes; a
-// directory, device or FIFO is refused before it is read.
-func (s *Source) readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, &hotcert.Error{Input: path, Reason: hotcert.ReasonMissing, Detail: "does not exist"}
-		}
-		return nil, &hotcert.Error{Input: path, Reason: hotcert.ReasonRead, Detail: "cannot be opened", Err: unwrapPath(err)}
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, &hotcert.Error{Input: path, Reason: hotcert.ReasonRead, Detail: "cannot be stat'ed", Err: unwrapPath(err)}
-	}
-	if !st.Mode().IsRegular() {
-		what := "not a regular file"
-		if st.IsDir() {
-			what = "a directory, not a file"
-		}
-		return nil, &hotcert.Error{Input: path, Reason: hotcert.ReasonNotRegular, Detail: "is " + what}
-	}
-	data, err := io.ReadAll(io.LimitReader(f, s.maxSize+1))
-	if err != nil {
-		return nil, &hotcert.Error{Input: path, Reason: hotcert.ReasonRead, Detail: "cannot be read", Err: unwrapPath(err)}
-	}
-	if int64(len(data)) > s.maxSize {
-		return nil, &hotcert.Error{Input: path, Reason: hotcert.ReasonTooLarge, Detail: "is larger than the size cap of " + strconv.FormatInt(s.maxSize, 10) + " bytes"}
-	}
-	return data, nil
-}
-
-func unwrapPath(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }

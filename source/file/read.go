@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/hotcert/hotcert"
@@ -27,9 +28,9 @@ func (s *Source) readGeneration(paths ...string) ([]hotcert.Input, error) {
 		err error
 	)
 	for range maxGenerationRetries {
-		before := s.generations(paths)
+		before := Generations(paths)
 		ins, err = s.readAll(paths)
-		if equalGenerations(before, s.generations(paths)) {
+		if slices.Equal(before, Generations(paths)) {
 			return ins, err
 		}
 	}
@@ -51,35 +52,27 @@ func (s *Source) readAll(paths []string) ([]hotcert.Input, error) {
 	return ins, nil
 }
 
-// generations returns, per directory, where its "..data" link points ("" if none).
-func (s *Source) generations(paths []string) []string {
-	gens := make([]string, 0, len(paths))
-	for _, p := range paths {
-		if p == "" {
-			continue
+// Generations returns, for each path, where the "..data" symlink of its directory
+// points ("" when there is none). Reading files between two equal results reads them
+// from one kubelet generation.
+func Generations(paths []string) []string {
+	gens := make([]string, len(paths))
+	for i, p := range paths {
+		if p != "" {
+			gens[i], _ = os.Readlink(filepath.Join(filepath.Dir(p), dataLink))
 		}
-		target, _ := os.Readlink(filepath.Join(filepath.Dir(p), dataLink))
-		gens = append(gens, target)
 	}
 	return gens
 }
 
-func equalGenerations(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
+func (s *Source) readFile(path string) ([]byte, error) { return ReadFile(path, s.maxSize) }
 
-// readFile reads a regular file (following symlinks) of at most maxSize bytes. A
-// directory, a device such as /dev/zero or a FIFO is refused before it is read, and
-// the size cap holds even for a file that grows while it is read.
-func (s *Source) readFile(path string) ([]byte, error) {
+// ReadFile reads a regular file (following symlinks) of at most maxSize bytes, as the
+// Source does. A directory, a device such as /dev/zero or a FIFO is refused before it
+// is read, and the size cap holds even for a file that grows while it is read. Errors
+// are *hotcert.Error values naming the path (reasons missing, read, not_regular,
+// too_large). Other sources of files (e.g. JWT key directories) use it too.
+func ReadFile(path string, maxSize int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -99,12 +92,12 @@ func (s *Source) readFile(path string) ([]byte, error) {
 		}
 		return nil, &hotcert.Error{Input: path, Reason: hotcert.ReasonNotRegular, Detail: "is " + what}
 	}
-	data, err := io.ReadAll(io.LimitReader(f, s.maxSize+1))
+	data, err := io.ReadAll(io.LimitReader(f, maxSize+1))
 	if err != nil {
 		return nil, &hotcert.Error{Input: path, Reason: hotcert.ReasonRead, Detail: "cannot be read", Err: unwrapPath(err)}
 	}
-	if int64(len(data)) > s.maxSize {
-		return nil, &hotcert.Error{Input: path, Reason: hotcert.ReasonTooLarge, Detail: "is larger than the size cap of " + strconv.FormatInt(s.maxSize, 10) + " bytes"}
+	if int64(len(data)) > maxSize {
+		return nil, &hotcert.Error{Input: path, Reason: hotcert.ReasonTooLarge, Detail: "is larger than the size cap of " + strconv.FormatInt(maxSize, 10) + " bytes"}
 	}
 	return data, nil
 }

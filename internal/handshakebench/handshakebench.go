@@ -1,6 +1,9 @@
 //go:build unix
 
-package bench_test
+// Package handshakebench measures the CPU cost of TLS handshakes of several
+// configurations interleaved in one benchmark, so that their ratio survives a noisy
+// machine. The tlsconfig, grpccreds and bench benchmarks share it.
+package handshakebench
 
 import (
 	"math"
@@ -13,11 +16,13 @@ import (
 	"time"
 )
 
-// handshaker performs both ends of one handshake over conns it is given.
-type handshaker struct {
-	name   string
-	server func(net.Conn) error
-	client func(net.Conn) error
+// Handshaker performs both ends of one handshake over conns it is given.
+type Handshaker struct {
+	// Name labels the row; the first Handshaker is the baseline of the ratios.
+	Name string
+	// Server and Client run the two ends of one handshake.
+	Server func(net.Conn) error
+	Client func(net.Conn) error
 }
 
 // processCPU returns the user plus system CPU time of the whole process: both ends
@@ -28,20 +33,20 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func handshakeOnce(b *testing.B, h handshaker) {
+func handshakeOnce(b *testing.B, h Handshaker) {
 	c, s := net.Pipe()
 	errc := make(chan error, 1)
-	go func() { errc <- h.server(s) }()
-	cerr := h.client(c)
+	go func() { errc <- h.Server(s) }()
+	cerr := h.Client(c)
 	serr := <-errc
 	c.Close()
 	s.Close()
 	if cerr != nil || serr != nil {
-		b.Fatalf("%s: client %v, server %v", h.name, cerr, serr)
+		b.Fatalf("%s: client %v, server %v", h.Name, cerr, serr)
 	}
 }
 
-// interleave runs b.N rounds; each round does one handshake of every variant, in
+// Interleave runs b.N rounds; each round does one handshake of every variant, in
 // an order shuffled from round to round (so no variant always pays for the garbage
 // of the same predecessor), and charges each the process CPU time it took. It
 // reports each variant's CPU per handshake relative to the first one, so machine
@@ -52,7 +57,7 @@ func handshakeOnce(b *testing.B, h handshaker) {
 //
 // The measurement runs on one P with the collector paused (see below), so the CPU
 // per handshake it reports is the handshake's own work.
-func interleave(b *testing.B, hs []handshaker) {
+func Interleave(b *testing.B, hs []Handshaker) {
 	// One P: the two ends hand off to each other without idle threads spinning for
 	// work, whose CPU time would be noise charged to whichever variant runs.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
@@ -90,11 +95,11 @@ func interleave(b *testing.B, hs []handshaker) {
 	b.StopTimer()
 
 	base := sum(samples[0])
-	b.ReportMetric(base/float64(b.N)/1e3, hs[0].name+"-cpu-µs/handshake")
+	b.ReportMetric(base/float64(b.N)/1e3, hs[0].Name+"-cpu-µs/handshake")
 	widest := 0.0
 	for k := 1; k < len(hs); k++ {
 		r := sum(samples[k]) / base
-		b.ReportMetric(r, hs[k].name+"/"+hs[0].name)
+		b.ReportMetric(r, hs[k].Name+"/"+hs[0].Name)
 		widest = max(widest, ci95(samples[k], samples[0], r))
 	}
 	if b.N > 1 {
@@ -102,7 +107,7 @@ func interleave(b *testing.B, hs []handshaker) {
 	}
 	baseAllocs := allocsPerHandshake(b, hs[0])
 	for k := 1; k < len(hs); k++ {
-		b.ReportMetric(allocsPerHandshake(b, hs[k])-baseAllocs, hs[k].name+"-extra-allocs/handshake")
+		b.ReportMetric(allocsPerHandshake(b, hs[k])-baseAllocs, hs[k].Name+"-extra-allocs/handshake")
 	}
 }
 
@@ -130,7 +135,7 @@ func ci95(v, s []float64, r float64) float64 {
 	return 1.96 * math.Sqrt(variance/n) / ms
 }
 
-func allocsPerHandshake(b *testing.B, h handshaker) float64 {
+func allocsPerHandshake(b *testing.B, h Handshaker) float64 {
 	const n = 20
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
