@@ -10,6 +10,12 @@
 // an error from New. A handshake that fails verification fails the connection
 // attempt at once, with the x509 reason, instead of waiting for a deadline.
 //
+// With Config.Token the agent presents a bearer token when it opens its stream: the
+// newest one the control plane handed it (in its registered reply and heartbeat
+// acknowledgements), else the bootstrap token. A refused token fails the attempt
+// with reason "unauthenticated" and backs off like any failed attempt; the next one
+// presents the bootstrap token.
+//
 // Agents are cheap (one gRPC ClientConn and two goroutines while connected), so a
 // demo can run a thousand in one process.
 package agent
@@ -36,6 +42,8 @@ import (
 	"github.com/hotcert/hotcert/drain"
 	"github.com/hotcert/hotcert/grpccreds"
 	"github.com/hotcert/hotcert/internal/agentrpc"
+	"github.com/hotcert/hotcert/jwtkeys"
+	"github.com/hotcert/hotcert/jwtkeys/jwtgrpc"
 	"github.com/hotcert/hotcert/metrics"
 	"github.com/hotcert/hotcert/source/file"
 	"github.com/hotcert/hotcert/tlsconfig"
@@ -52,6 +60,7 @@ type Agent struct {
 	cc        *grpc.ClientConn
 	conn      atomic.Pointer[net.Conn] // the last handshaken connection
 	rotated   atomic.Bool              // the current session ends for a client-certificate rotation
+	token     *jwtkeys.HeldTokenSource // nil without Config.Token
 	running   atomic.Bool
 	closeOnce sync.Once
 
@@ -127,15 +136,20 @@ func New(cfg Config) (*Agent, error) {
 	if !strings.Contains(target, "://") {
 		target = "passthrough:///" + target // no resolver goroutine per agent
 	}
-	a.cc, err = grpc.NewClient(target,
-		grpc.WithTransportCredentials(creds),
+	dialOpts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if cfg.Token != nil {
+		// The newest token the control plane pushed, else the bootstrap token.
+		a.token = jwtkeys.NewHeldTokenSource(cfg.Token)
+		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(jwtgrpc.NewPerRPCCredentials(a.token)))
+	}
+	a.cc, err = grpc.NewClient(target, append(dialOpts,
 		// Messages are tiny: small transport buffers keep a thousand agents in one
 		// process cheap (the default is 32 KiB each way per connection).
 		grpc.WithReadBufferSize(bufferSize), grpc.WithWriteBufferSize(bufferSize),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: cfg.MinBackoff, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.MaxBackoff},
 			MinConnectTimeout: cfg.ConnectTimeout,
-		}))
+		}))...)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
@@ -283,6 +297,11 @@ func (a *Agent) session(ctx context.Context) (established bool, err error) {
 		case timedOut:
 			reason, err = agentrpc.ReasonTimeout, fmt.Errorf("no stream within %s: %w", a.cfg.ConnectTimeout, err)
 		}
+		if reason == agentrpc.ReasonUnauthenticated && a.token != nil {
+			// The control plane refused the token (or there was none to present): drop
+			// the held one, so the next attempt presents the bootstrap token.
+			a.token.Invalidate()
+		}
 		a.c.connectFailed(reason)
 		a.emit(Event{Kind: EventConnectFailed, Reason: reason, Err: err})
 		return false, &connectError{reason: reason, err: err}
@@ -294,6 +313,7 @@ func (a *Agent) session(ctx context.Context) (established bool, err error) {
 			info.peer = ti.State.PeerCertificates[0]
 		}
 	}
+	a.holdToken(reg.Token) // before connected: whoever sees the stream sees its token
 	a.c.connected(info)
 	attrs := []any{"server", a.cfg.Server, "replica", info.replica}
 	if info.peer != nil {
@@ -365,6 +385,7 @@ func (a *Agent) run(ctx context.Context, cancel context.CancelFunc, stream grpc.
 			switch m.Type {
 			case agentrpc.TypeHeartbeatAck:
 				a.c.acks.Add(1)
+				a.holdToken(m.Token)
 			case agentrpc.TypeWork:
 				a.c.work.Add(1)
 				a.emit(Event{Kind: EventWork, Seq: m.Seq, Payload: m.Payload})
@@ -394,6 +415,15 @@ func (a *Agent) run(ctx context.Context, cancel context.CancelFunc, stream grpc.
 			}
 		}
 	}
+}
+
+// holdToken keeps a token the control plane handed over for the next connection.
+func (a *Agent) holdToken(tok string) {
+	if tok == "" || a.token == nil {
+		return
+	}
+	a.token.Set(tok)
+	a.c.tokenReceived(tok)
 }
 
 func (a *Agent) emit(e Event) {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/metrics"
 )
 
@@ -39,6 +40,13 @@ type Config struct {
 	// CertFile and KeyFile, if set, are a client certificate presented to servers
 	// that require one (mTLS), re-read before every connection too.
 	CertFile, KeyFile string
+	// Token, if set, authenticates the agent to a control plane that requires bearer
+	// tokens: it is the bootstrap token (e.g. jwtkeys.NewFileTokenSource of a
+	// projected token file, re-read on every call). The agent presents the newest
+	// token the control plane handed it over its stream (registered reply, heartbeat
+	// acknowledgements) while that one is valid, and falls back on Token otherwise
+	// or after the control plane refused it. Nil presents no token.
+	Token jwtkeys.TokenSource
 
 	// Logger receives connection events and the "agent TLS CA bundle reload failed"
 	// line (default: discard).

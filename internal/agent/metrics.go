@@ -20,12 +20,16 @@ var (
 		"How long the current stream has been up (0 while disconnected).", nil, nil)
 	descWork = prometheus.NewDesc("hotcert_agent_work_items_received_total",
 		"Work items received from the control plane.", nil, nil)
+	descTokens = prometheus.NewDesc("hotcert_agent_tokens_received_total",
+		"Bearer tokens the control plane handed over (presented on the next connection).", nil, nil)
+	descTokenExpiry = prometheus.NewDesc("hotcert_agent_token_expiry_timestamp_seconds",
+		"Expiry of the newest token the control plane handed over (absent before the first).", nil, nil)
 )
 
 type collector struct{ a *Agent }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConnected, descConnects, descConnectFailures, descHandshakes, descHandshakeFailures, descDrops, descUptime, descWork} {
+	for _, d := range []*prometheus.Desc{descConnected, descConnects, descConnectFailures, descHandshakes, descHandshakeFailures, descDrops, descUptime, descWork, descTokens, descTokenExpiry} {
 		ch <- d
 	}
 }
@@ -55,4 +59,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(descDrops, st.StreamDrops)
 	counter(descWork, st.WorkItems)
+	if c.a.token != nil {
+		counter(descTokens, st.TokensReceived)
+		if st.TokenExpires != nil {
+			gauge(descTokenExpiry, float64(st.TokenExpires.Unix()))
+		}
+	}
 }

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
+
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/internal/inspect"
 )
@@ -35,7 +37,7 @@ type Event struct {
 	// Peer is the server certificate the stream's connection was opened with.
 	Peer *x509.Certificate
 	// Reason classifies a failure (agentrpc.Reason* values: unknown_authority,
-	// hostname, expired, peer_rejected, unreachable, timeout, ...).
+	// hostname, expired, peer_rejected, unreachable, timeout, unauthenticated, ...).
 	Reason string
 	Err    error
 	// Uptime is how long a dropped stream was up.
@@ -62,6 +64,11 @@ type Stats struct {
 	StreamDrops               uint64            `json:"stream_drops"`
 	HeartbeatsAcked           uint64            `json:"heartbeats_acked"`
 	WorkItems                 uint64            `json:"work_items"`
+	// TokensReceived counts the tokens the control plane handed over; TokenKeyID and
+	// TokenExpires describe the newest (the kid it was signed with, never the token).
+	TokensReceived uint64     `json:"tokens_received,omitempty"`
+	TokenKeyID     string     `json:"token_kid,omitempty"`
+	TokenExpires   *time.Time `json:"token_expires,omitempty"`
 }
 
 // Stats returns the agent's counters.
@@ -85,13 +92,15 @@ type streamInfo struct {
 }
 
 type counters struct {
-	connects, connectFails, handshakes, handshakeFails, drops, acks, work atomic.Uint64
+	connects, connectFails, handshakes, handshakeFails, drops, acks, work, tokens atomic.Uint64
 
 	mu               sync.Mutex
 	stream           *streamInfo // nil while not connected
 	connectReasons   map[string]uint64
 	handshakeReasons map[string]uint64
 	lastHSReason     string
+	tokenKid         string
+	tokenExp         time.Time
 }
 
 func (c *counters) init() {
@@ -137,6 +146,25 @@ func (c *counters) handshakeFailed(reason string) {
 	c.handshakeFails.Add(1) // after lastHSReason: session reads them in this order
 }
 
+// tokenReceived records the kid and expiry of a token the control plane handed over.
+// They are read without verifying the token: for status, never for trust.
+func (c *counters) tokenReceived(tok string) {
+	var claims jwt.RegisteredClaims
+	t, _, err := jwt.NewParser().ParseUnverified(tok, &claims)
+	kid := ""
+	var exp time.Time
+	if err == nil {
+		kid, _ = t.Header["kid"].(string)
+		if claims.ExpiresAt != nil {
+			exp = claims.ExpiresAt.Time
+		}
+	}
+	c.tokens.Add(1)
+	c.mu.Lock()
+	c.tokenKid, c.tokenExp = kid, exp
+	c.mu.Unlock()
+}
+
 func (c *counters) lastHandshakeReason() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -148,9 +176,15 @@ func (c *counters) snapshot() Stats {
 		Connects: c.connects.Load(), ConnectFailures: c.connectFails.Load(),
 		Handshakes: c.handshakes.Load(), HandshakeFailures: c.handshakeFails.Load(),
 		StreamDrops: c.drops.Load(), HeartbeatsAcked: c.acks.Load(), WorkItems: c.work.Load(),
+		TokensReceived: c.tokens.Load(),
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	st.TokenKeyID = c.tokenKid
+	if !c.tokenExp.IsZero() {
+		exp := c.tokenExp.UTC()
+		st.TokenExpires = &exp
+	}
 	st.ConnectFailuresByReason = maps.Clone(c.connectReasons)
 	st.HandshakeFailuresByReason = maps.Clone(c.handshakeReasons)
 	if s := c.stream; s != nil {

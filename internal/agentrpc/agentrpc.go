@@ -6,6 +6,11 @@
 // An agent opens the stream, sends a register message and waits for registered;
 // it then sends a heartbeat every interval (acknowledged by the server), and the
 // server pushes work items whenever it has some.
+//
+// A server that authenticates agents verifies the bearer token presented when the
+// stream opens (gRPC metadata "authorization", see package jwtkeys/jwtgrpc) and hands
+// the agent fresh tokens in the registered reply and, from time to time, in heartbeat
+// acknowledgements: the agent presents the newest one on its next connection.
 package agentrpc
 
 import (
@@ -68,6 +73,9 @@ type Message struct {
 	Seq uint64
 	// Payload is the work to do (Work).
 	Payload string
+	// Token is a fresh bearer token for the agent's next connection (Registered,
+	// HeartbeatAck), from a server that authenticates agents.
+	Token string
 }
 
 // Proto encodes m as a google.protobuf.Struct.
@@ -86,13 +94,16 @@ func (m Message) Proto() *structpb.Struct {
 	if m.Payload != "" {
 		f["payload"] = structpb.NewStringValue(m.Payload)
 	}
+	if m.Token != "" {
+		f["token"] = structpb.NewStringValue(m.Token)
+	}
 	return &structpb.Struct{Fields: f}
 }
 
 // FromProto decodes a message encoded by Message.Proto.
 func FromProto(s *structpb.Struct) (Message, error) {
 	str := func(k string) string { return s.GetFields()[k].GetStringValue() }
-	m := Message{Type: Type(str("type")), AgentID: str("agent_id"), Replica: str("replica"), Payload: str("payload")}
+	m := Message{Type: Type(str("type")), AgentID: str("agent_id"), Replica: str("replica"), Payload: str("payload"), Token: str("token")}
 	if m.Type == "" {
 		return Message{}, fmt.Errorf("agentrpc: message without a type")
 	}

@@ -17,6 +17,8 @@ func TestMessageRoundTrip(t *testing.T) {
 		{Type: TypeRegistered, Replica: "cp-0"},
 		{Type: TypeHeartbeat, Seq: math.MaxUint64},
 		{Type: TypeWork, Seq: 7, Payload: "do it"},
+		{Type: TypeRegistered, Replica: "cp-1", Token: "a.b.c"},
+		{Type: TypeHeartbeatAck, Seq: 3, Token: "d.e.f"},
 	} {
 		wire, err := proto.Marshal(m.Proto())
 		if err != nil {
@@ -59,5 +61,8 @@ func TestHandshakeReasonFromStatusText(t *testing.T) {
 	}
 	if HandshakeReason(nil) != "" || HandshakeReason(errors.New("x")) != ReasonOther {
 		t.Fatal("nil or plain errors misclassified")
+	}
+	if got := HandshakeReason(status.Error(codes.Unauthenticated, "token rejected: expired")); got != ReasonUnauthenticated {
+		t.Fatalf("a refused token: reason %q, want %q", got, ReasonUnauthenticated)
 	}
 }

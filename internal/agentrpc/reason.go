@@ -10,6 +10,9 @@ import (
 	"os"
 	"strings"
 	"syscall"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Reasons a TLS handshake or a connection attempt failed: stable values for metric
@@ -26,14 +29,23 @@ const (
 	ReasonTimeout          = "timeout"               // the handshake or dial did not finish in time
 	ReasonUnreachable      = "unreachable"           // connection refused, reset or closed before the handshake ended
 	ReasonOther            = "other"
+
+	// ReasonUnauthenticated: the TLS handshake succeeded but the control plane refused
+	// the agent's bearer token (missing, expired, signed by a key it does not accept,
+	// or issued to another agent), or the agent had no token to present.
+	ReasonUnauthenticated = "unauthenticated"
 )
 
 // HandshakeReason classifies a TLS handshake or dial error into one of the Reason
 // constants. It looks at typed errors first and falls back on the message, which is
-// all that is left once gRPC has wrapped the error in a status.
+// all that is left once gRPC has wrapped the error in a status. A gRPC
+// Unauthenticated status (a refused bearer token) is ReasonUnauthenticated.
 func HandshakeReason(err error) string {
 	if err == nil {
 		return ""
+	}
+	if st, ok := status.FromError(err); ok && st.Code() == codes.Unauthenticated {
+		return ReasonUnauthenticated
 	}
 	var (
 		ua   x509.UnknownAuthorityError

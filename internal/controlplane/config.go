@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -10,8 +11,13 @@ import (
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/drain"
+	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/metrics"
 )
+
+// DefaultTokenTTL is the lifetime of the tokens a server hands its agents when
+// Config.TokenTTL is not set (shortened to the key set's maximum token lifetime).
+const DefaultTokenTTL = 15 * time.Minute
 
 // DefaultComponent is the component (metrics label, log attribute) of the server
 // certificate: seed 002's listener name.
@@ -68,8 +74,26 @@ type Config struct {
 	WorkInterval time.Duration
 	// ShutdownGrace bounds the graceful stop when Serve's context ends (default 5s).
 	ShutdownGrace time.Duration
-	// OnEvent, if set, is called synchronously for every stream opened and closed and
-	// every failed TLS handshake. It must be fast and safe for concurrent use.
+	// Tokens, if set, authenticates agents with bearer JWTs (package jwtkeys): every
+	// stream (and unary RPC) must present a token this key set verifies, issued to
+	// the agent id the stream registers with (claim "sub"), or it fails with
+	// codes.Unauthenticated. The server hands each agent a fresh token, signed by the
+	// current key, in its registered reply and in heartbeat acknowledgements (see
+	// TokenRenewAfter), so agents always hold a token for their next reconnect. Nil
+	// accepts every agent. The caller runs the key set (KeySet.Start, Close): several
+	// servers may share one.
+	Tokens *jwtkeys.KeySet
+	// TokenTTL is the lifetime of the tokens the server issues (default
+	// DefaultTokenTTL, at most Tokens.MaxTokenTTL()).
+	TokenTTL time.Duration
+	// TokenRenewAfter is how old an agent's last token may get before a heartbeat
+	// acknowledgement carries a new one (default TokenTTL/3). A heartbeat after the
+	// signing key changed always gets a token signed by the new key.
+	TokenRenewAfter time.Duration
+
+	// OnEvent, if set, is called synchronously for every stream opened and closed,
+	// every failed TLS handshake and every refused token. It must be fast and safe
+	// for concurrent use.
 	OnEvent func(Event)
 }
 
@@ -98,8 +122,22 @@ func (c *Config) setDefaults() error {
 	if c.DrainGrace <= 0 {
 		c.DrainGrace = drain.DefaultGrace
 	}
-	if c.MaxConnectionAge < 0 || c.MaxConnectionAgeGrace < 0 || c.WorkInterval < 0 || c.DrainWindow < 0 {
+	if c.MaxConnectionAge < 0 || c.MaxConnectionAgeGrace < 0 || c.WorkInterval < 0 || c.DrainWindow < 0 || c.TokenTTL < 0 || c.TokenRenewAfter < 0 {
 		return errors.New("controlplane: durations must not be negative")
+	}
+	if c.Tokens != nil {
+		if c.TokenTTL == 0 {
+			c.TokenTTL = min(DefaultTokenTTL, c.Tokens.MaxTokenTTL())
+		}
+		if c.TokenTTL > c.Tokens.MaxTokenTTL() {
+			return fmt.Errorf("controlplane: token lifetime %s is longer than the key set's maximum token lifetime %s", c.TokenTTL, c.Tokens.MaxTokenTTL())
+		}
+		if c.TokenRenewAfter == 0 {
+			c.TokenRenewAfter = c.TokenTTL / 3
+		}
+		if c.TokenRenewAfter >= c.TokenTTL {
+			return fmt.Errorf("controlplane: tokens must be renewed (after %s) before they expire (%s)", c.TokenRenewAfter, c.TokenTTL)
+		}
 	}
 	return nil
 }

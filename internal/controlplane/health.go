@@ -27,7 +27,68 @@ type Status struct {
 	ReloadFailures uint64     `json:"reload_failures"`
 	// ClientCA is the client CA bundle in use (mTLS only).
 	ClientCA []inspect.Certificate `json:"client_ca,omitempty"`
-	Stats    Stats                 `json:"stats"`
+	// Tokens describes the agent-token key set (Config.Tokens only).
+	Tokens *TokenStatus `json:"tokens,omitempty"`
+	Stats  Stats        `json:"stats"`
+}
+
+// TokenStatus describes the key set agent tokens are issued and verified with. It
+// holds key IDs, never key material.
+type TokenStatus struct {
+	// SigningKeyID and Algorithm name the key new tokens are signed with.
+	SigningKeyID string `json:"signing_kid"`
+	Algorithm    string `json:"alg"`
+	// Keys lists every key that verifies, and why.
+	Keys       []TokenKey `json:"keys"`
+	Source     string     `json:"source"`
+	Generation uint64     `json:"generation"`
+	LoadedAt   time.Time  `json:"loaded_at"`
+	// TokenTTL is the lifetime of the tokens handed to agents.
+	TokenTTL string `json:"token_ttl"`
+	// LastError is the last key reload failure (the last good keys keep signing and
+	// verifying), cleared by the next good load.
+	LastError      string     `json:"last_error,omitempty"`
+	LastErrorAt    *time.Time `json:"last_error_at,omitempty"`
+	ReloadFailures uint64     `json:"reload_failures"`
+}
+
+// TokenKey is one key that verifies agent tokens.
+type TokenKey struct {
+	ID        string `json:"kid"`
+	Algorithm string `json:"alg"`
+	// State is signing, listed (verifies only) or retired (within its grace period).
+	State         string     `json:"state"`
+	VerifiesUntil *time.Time `json:"verifies_until,omitempty"`
+}
+
+func (s *Server) tokenStatus() *TokenStatus {
+	ks := s.cfg.Tokens
+	if ks == nil {
+		return nil
+	}
+	js := ks.Status()
+	ts := &TokenStatus{
+		SigningKeyID:   js.Current.SigningKeyID,
+		Algorithm:      js.Current.Algorithm,
+		Source:         js.Current.Source,
+		Generation:     js.Current.Generation,
+		LoadedAt:       js.Current.LoadedAt.UTC(),
+		TokenTTL:       s.cfg.TokenTTL.String(),
+		ReloadFailures: js.Failures,
+	}
+	for _, k := range js.Current.Keys {
+		tk := TokenKey{ID: k.ID, Algorithm: k.Algorithm, State: string(k.State)}
+		if !k.VerifiesUntil.IsZero() {
+			u := k.VerifiesUntil.UTC()
+			tk.VerifiesUntil = &u
+		}
+		ts.Keys = append(ts.Keys, tk)
+	}
+	if js.LastError != nil {
+		at := js.LastErrorAt.UTC()
+		ts.LastError, ts.LastErrorAt = js.LastError.Error(), &at
+	}
+	return ts
 }
 
 // Status returns the server's status.
@@ -41,6 +102,7 @@ func (s *Server) Status() Status {
 		Generation:     rs.Current.Generation(),
 		LoadedAt:       rs.Current.LoadedAt().UTC(),
 		ReloadFailures: rs.Failures,
+		Tokens:         s.tokenStatus(),
 		Stats:          s.Stats(),
 	}
 	now := time.Now()
@@ -56,8 +118,9 @@ func (s *Server) Status() Status {
 }
 
 // HealthHandler serves Status as JSON: 200 while a valid certificate is served
-// (even if the last reload failed: serving the last good certificate is fine, the
-// failure counter is what to alert on), 503 once the served certificate expired.
+// (even if the last reload of the certificate or of the token keys failed: serving
+// the last good material is fine, the failure counters are what to alert on), 503
+// once the served certificate expired.
 func (s *Server) HealthHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		st := s.Status()

@@ -20,12 +20,16 @@ var (
 		"Heartbeats received from agents.", nil, nil)
 	descWork = prometheus.NewDesc("hotcert_controlplane_work_items_sent_total",
 		"Work items pushed to agents.", nil, nil)
+	descTokensIssued = prometheus.NewDesc("hotcert_controlplane_tokens_issued_total",
+		"Bearer tokens handed to agents (registered replies and heartbeat acknowledgements).", nil, nil)
+	descTokensRejected = prometheus.NewDesc("hotcert_controlplane_token_rejections_total",
+		"Agent streams and RPCs refused for their bearer token, by reason (missing, subject, expired, unknown_key, ...).", []string{"reason"}, nil)
 )
 
 type collector struct{ s *Server }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConnected, descOpened, descClosed, descHandshakes, descHandshakeFailures, descHeartbeats, descWork} {
+	for _, d := range []*prometheus.Desc{descConnected, descOpened, descClosed, descHandshakes, descHandshakeFailures, descHeartbeats, descWork, descTokensIssued, descTokensRejected} {
 		ch <- d
 	}
 }
@@ -45,4 +49,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(descHeartbeats, st.HeartbeatsReceived)
 	counter(descWork, st.WorkItemsSent)
+	if c.s.cfg.Tokens != nil {
+		counter(descTokensIssued, st.TokensIssued)
+		for reason, n := range st.TokensRejectedByReason {
+			counter(descTokensRejected, n, reason)
+		}
+	}
 }

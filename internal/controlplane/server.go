@@ -6,6 +6,12 @@
 // the source) and counted once; a missing or invalid certificate at startup is an
 // error from New.
 //
+// With Config.Tokens the server authenticates agents with bearer JWTs signed by a
+// jwtkeys.KeySet: a stream without a valid token issued to the agent id it registers
+// with fails with codes.Unauthenticated, and connected agents receive fresh tokens,
+// signed by the current key, over their stream, so a signing-key rotation reaches
+// every agent before the old key is removed.
+//
 // Several Servers can live in one process (a demo with many replicas): each has its
 // own reloaders, logger and Prometheus registerer.
 package controlplane
@@ -23,11 +29,14 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/peer"
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/drain"
 	"github.com/hotcert/hotcert/grpccreds"
 	"github.com/hotcert/hotcert/internal/agentrpc"
+	"github.com/hotcert/hotcert/jwtkeys"
+	"github.com/hotcert/hotcert/jwtkeys/jwtgrpc"
 	"github.com/hotcert/hotcert/metrics"
 	"github.com/hotcert/hotcert/tlsconfig"
 )
@@ -51,8 +60,10 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[*session]struct{}
 	failures map[string]uint64 // handshake failures by reason
+	refused  map[string]uint64 // refused tokens by reason
 
 	opened, closed, handshakes, handshakeFails, heartbeats, workSent, workSeq atomic.Uint64
+	authFails, tokensIssued                                                   atomic.Uint64
 }
 
 // New loads the certificate (and client CA bundle) and builds the gRPC server. A
@@ -67,6 +78,7 @@ func New(cfg Config) (*Server, error) {
 		stopping: make(chan struct{}),
 		sessions: make(map[*session]struct{}),
 		failures: make(map[string]uint64),
+		refused:  make(map[string]uint64),
 	}
 	s.reloadCtx, s.cancel = context.WithCancel(context.Background())
 
@@ -114,6 +126,14 @@ func New(cfg Config) (*Server, error) {
 		grpc.ReadBufferSize(4 << 10), grpc.WriteBufferSize(4 << 10),
 		// Agents heartbeat on their streams; tolerate their keepalive pings too.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}
+	if cfg.Tokens != nil {
+		// Interceptors are server options: both the plain server and every per-connection
+		// server of a drain.Server verify tokens.
+		hook := jwtgrpc.WithRejectionHook(s.tokenRejected)
+		opts = append(opts,
+			grpc.ChainStreamInterceptor(jwtgrpc.StreamServerInterceptor(cfg.Tokens, hook)),
+			grpc.ChainUnaryInterceptor(jwtgrpc.UnaryServerInterceptor(cfg.Tokens, hook)))
 	}
 	if cfg.MaxConnectionAge > 0 {
 		kp := keepalive.ServerParameters{MaxConnectionAge: cfg.MaxConnectionAge}
@@ -223,6 +243,9 @@ func (s *Server) DropConnections() int { return s.conns.closeAll() }
 // is what the next handshake serves, its Status the last reload error.
 func (s *Server) Certificate() *hotcert.Reloader { return s.cert }
 
+// Tokens returns the key set agents' tokens are verified and issued with, or nil.
+func (s *Server) Tokens() *jwtkeys.KeySet { return s.cfg.Tokens }
+
 // ClientCA returns the reloader of the client CA bundle, or nil without mTLS.
 func (s *Server) ClientCA() *hotcert.Reloader { return s.clientCA }
 
@@ -236,6 +259,42 @@ func (s *Server) handshakeFailed(remote net.Addr, reason string, err error) {
 	s.mu.Unlock()
 	s.log.Debug("agent TLS handshake failed", "listener", s.cfg.Component, "remote", addrString(remote), "reason", reason, "error", err.Error())
 	s.emit(Event{Kind: EventHandshakeFailed, Remote: addrString(remote), Reason: reason, Err: err})
+}
+
+// Reasons a token was refused, besides the jwtkeys.Reason values (expired,
+// unknown_key, signature, ...).
+const (
+	// AuthReasonMissing: the stream carried no bearer token.
+	AuthReasonMissing = "missing"
+	// AuthReasonSubject: the token verified but was issued to another agent id.
+	AuthReasonSubject = "subject"
+)
+
+// tokenRejected counts and reports a stream or RPC whose token the interceptor
+// refused.
+func (s *Server) tokenRejected(ctx context.Context, _ string, err error) {
+	reason := string(jwtkeys.ReasonOf(err))
+	if reason == "" {
+		reason = AuthReasonMissing
+	}
+	remote := ""
+	if p, ok := peer.FromContext(ctx); ok {
+		remote = addrString(p.Addr)
+	}
+	s.authRejected(remote, "", reason, err)
+}
+
+func (s *Server) authRejected(remote, agentID, reason string, err error) {
+	s.authFails.Add(1)
+	s.mu.Lock()
+	s.refused[reason]++
+	s.mu.Unlock()
+	attrs := []any{"listener", s.cfg.Component, "replica", s.cfg.Replica, "remote", remote, "reason", reason, "error", err.Error()}
+	if agentID != "" {
+		attrs = append(attrs, "agent", agentID)
+	}
+	s.log.Warn("agent token rejected", attrs...)
+	s.emit(Event{Kind: EventAuthRejected, AgentID: agentID, Remote: remote, Reason: reason, Err: err})
 }
 
 func (s *Server) emit(e Event) {

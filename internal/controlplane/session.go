@@ -16,12 +16,17 @@ import (
 	"github.com/hotcert/hotcert/drain"
 	"github.com/hotcert/hotcert/internal/agentrpc"
 	"github.com/hotcert/hotcert/internal/inspect"
+	"github.com/hotcert/hotcert/jwtkeys/jwtgrpc"
 )
 
 // session is one agent stream.
 type session struct {
 	info AgentInfo
 	work chan string // work pushed by Broadcast, sent by the stream's goroutine
+
+	// The last token handed to the agent (read and written by the stream's goroutine).
+	tokenAt  time.Time
+	tokenKid string
 }
 
 // handle serves one Connect stream: register, then heartbeats in and work out until
@@ -43,7 +48,20 @@ func (s *Server) handle(stream grpc.ServerStream) error {
 			sess.info.ClientSubject, sess.info.ClientSerial = c.Subject.String(), inspect.SerialHex(c.SerialNumber)
 		}
 	}
-	if err := agentrpc.Send(stream, agentrpc.Message{Type: agentrpc.TypeRegistered, Replica: s.cfg.Replica}); err != nil {
+	if s.cfg.Tokens != nil {
+		// The interceptor verified the token; it must have been issued to this agent.
+		claims, ok := jwtgrpc.ClaimsFromContext(ctx)
+		if !ok || claims.Subject != first.AgentID {
+			sub := ""
+			if ok {
+				sub = claims.Subject
+			}
+			s.authRejected(sess.info.Remote, first.AgentID, AuthReasonSubject,
+				fmt.Errorf("token issued to %q, stream registers agent %q", sub, first.AgentID))
+			return status.Error(codes.Unauthenticated, "token rejected: issued to another agent")
+		}
+	}
+	if err := agentrpc.Send(stream, agentrpc.Message{Type: agentrpc.TypeRegistered, Replica: s.cfg.Replica, Token: s.freshToken(sess, true)}); err != nil {
 		return err
 	}
 	s.addSession(sess)
@@ -78,7 +96,8 @@ func (s *Server) handle(stream grpc.ServerStream) error {
 		case m := <-in:
 			if m.Type == agentrpc.TypeHeartbeat {
 				s.heartbeats.Add(1)
-				if err := agentrpc.Send(stream, agentrpc.Message{Type: agentrpc.TypeHeartbeatAck, Seq: m.Seq}); err != nil {
+				ack := agentrpc.Message{Type: agentrpc.TypeHeartbeatAck, Seq: m.Seq, Token: s.freshToken(sess, false)}
+				if err := agentrpc.Send(stream, ack); err != nil {
 					reason = "send: " + err.Error()
 					return err
 				}
@@ -113,6 +132,31 @@ func (s *Server) handle(stream grpc.ServerStream) error {
 			return status.Error(codes.Unavailable, "control plane replica shutting down")
 		}
 	}
+}
+
+// freshToken returns a new token for the session's agent when it needs one: always
+// with force (the registered reply), otherwise once its last token is
+// TokenRenewAfter old or the signing key changed since it was issued. It returns ""
+// without a key set, when no token is due, or when issuing fails (logged; the agent
+// keeps the token it holds and gets one with a later heartbeat).
+func (s *Server) freshToken(sess *session, force bool) string {
+	ks := s.cfg.Tokens
+	if ks == nil {
+		return ""
+	}
+	now := time.Now()
+	kid := ks.SigningKeyID() // read before Issue: a rotation in between re-issues next time
+	if !force && kid == sess.tokenKid && now.Sub(sess.tokenAt) < s.cfg.TokenRenewAfter {
+		return ""
+	}
+	tok, err := ks.Issue(sess.info.ID, s.cfg.TokenTTL)
+	if err != nil {
+		s.log.Warn("issuing an agent token failed", "listener", s.cfg.Component, "replica", s.cfg.Replica, "agent", sess.info.ID, "error", err.Error())
+		return ""
+	}
+	sess.tokenAt, sess.tokenKid = now, kid
+	s.tokensIssued.Add(1)
+	return tok
 }
 
 func (s *Server) sendWork(stream grpc.ServerStream, payload string) error {

@@ -15,6 +15,7 @@ const (
 	EventStreamOpened    EventKind = "stream_opened"    // an agent registered
 	EventStreamClosed    EventKind = "stream_closed"    // an agent stream ended (Duration, Reason)
 	EventHandshakeFailed EventKind = "handshake_failed" // a TLS handshake failed (Reason, Err)
+	EventAuthRejected    EventKind = "auth_rejected"    // a token was refused (Reason, Err; AgentID for "subject")
 )
 
 // Event is one stream or handshake event of a Server.
@@ -28,11 +29,12 @@ type Event struct {
 	Remote string
 	// Duration is how long a closed stream was up.
 	Duration time.Duration
-	// Reason says why a stream closed, or classifies a handshake failure
+	// Reason says why a stream closed, classifies a handshake failure
 	// (agentrpc.Reason* values, e.g. "peer_rejected" when the agent refused the
-	// certificate).
+	// certificate), or why a token was refused (a jwtkeys.Reason such as "expired" or
+	// "unknown_key", AuthReasonMissing or AuthReasonSubject).
 	Reason string
-	// Err is the handshake error.
+	// Err is the handshake error or why the token was refused.
 	Err error
 }
 
@@ -57,13 +59,22 @@ type Stats struct {
 	FailuresByReason   map[string]uint64 `json:"tls_handshake_failures_by_reason,omitempty"`
 	HeartbeatsReceived uint64            `json:"heartbeats_received"`
 	WorkItemsSent      uint64            `json:"work_items_sent"`
+	// TokensIssued counts tokens handed to agents; TokensRejected the streams and
+	// RPCs refused for their token, by reason (Config.Tokens only).
+	TokensIssued           uint64            `json:"tokens_issued,omitempty"`
+	TokensRejected         uint64            `json:"tokens_rejected,omitempty"`
+	TokensRejectedByReason map[string]uint64 `json:"tokens_rejected_by_reason,omitempty"`
 }
 
 // Stats returns the server's counters.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	st := Stats{ConnectedAgents: len(s.sessions), FailuresByReason: maps.Clone(s.failures)}
+	if len(s.refused) > 0 {
+		st.TokensRejectedByReason = maps.Clone(s.refused)
+	}
 	s.mu.Unlock()
+	st.TokensIssued, st.TokensRejected = s.tokensIssued.Load(), s.authFails.Load()
 	st.StreamsOpened, st.StreamsClosed = s.opened.Load(), s.closed.Load()
 	st.Handshakes, st.HandshakeFailures = s.handshakes.Load(), s.handshakeFails.Load()
 	st.HeartbeatsReceived, st.WorkItemsSent = s.heartbeats.Load(), s.workSent.Load()

@@ -51,12 +51,14 @@ func (s *story) phases() []phase {
 func (s *story) gracefulReconnect(ctx context.Context) error {
 	start := time.Now()
 	drained := s.w.c.drained.Load()
+	before := s.w.connectsSnapshot()
 	if err := s.serveEverywhere(ctx, s.newCA.MustIssue(serverLeaf()...)); err != nil {
 		return err
 	}
 	fp := hotcert.FingerprintOf(s.current.Cert)
-	if err := s.w.waitFor(ctx, func() bool { return s.w.onCertificate(fp) == len(s.w.agents) }); err != nil {
-		return fmt.Errorf("only %d of %d agents were moved onto the new certificate: %w", s.w.onCertificate(fp), len(s.w.agents), err)
+	moved := s.w.movedOnto(fp, before)
+	if err := s.w.waitFor(ctx, func() bool { return moved() == len(s.w.agents) }); err != nil {
+		return fmt.Errorf("only %d of %d agents were moved onto the new certificate: %w", moved(), len(s.w.agents), err)
 	}
 	if n := s.w.c.drained.Load() - drained; n != uint64(len(s.w.agents)) {
 		return fmt.Errorf("%d streams drained for %d agents, want each once", n, len(s.w.agents))
@@ -106,21 +108,9 @@ func (s *story) serveEverywhere(ctx context.Context, leaf *hotcerttest.Leaf) err
 // reconnectAll forces every agent through a new handshake and waits until all are
 // connected again on the certificate the replicas serve.
 func (s *story) reconnectAll(ctx context.Context) error {
-	before := make([]uint64, len(s.w.agents))
-	for i, a := range s.w.agents {
-		before[i] = a.Stats().Connects
-	}
+	before := s.w.connectsSnapshot()
 	s.w.dropAll()
-	fp := hotcert.FingerprintOf(s.current.Cert)
-	done := func() int { // agents that opened a new stream, on the served certificate
-		n := 0
-		for i, a := range s.w.agents {
-			if got, ok := a.ServerFingerprint(); ok && got == fp && a.Stats().Connects > before[i] {
-				n++
-			}
-		}
-		return n
-	}
+	done := s.w.movedOnto(hotcert.FingerprintOf(s.current.Cert), before)
 	if err := s.w.waitFor(ctx, func() bool { return done() == len(s.w.agents) }); err != nil {
 		return fmt.Errorf("only %d of %d agents reconnected on the served certificate: %w", done(), len(s.w.agents), err)
 	}

@@ -59,7 +59,10 @@ type world struct {
 	caVolume *hotcerttest.AtomicWriter
 	replicas []*replica
 	agents   []*agent.Agent
-	botched  atomic.Pointer[hotcert.Fingerprint]
+	// agentConnects counts each agent's registered streams as the demo saw them
+	// (OnEvent), by agent id; built before any agent starts, read-only afterwards.
+	agentConnects map[string]*atomic.Uint64
+	botched       atomic.Pointer[hotcert.Fingerprint]
 
 	mu           sync.Mutex
 	connectTimes []time.Time // when each agent stream was registered
@@ -97,6 +100,10 @@ func newWorld(cfg Config, rootCA *hotcerttest.CA, first *hotcerttest.Leaf) (*wor
 			w.close()
 			return nil, err
 		}
+	}
+	w.agentConnects = make(map[string]*atomic.Uint64, cfg.Agents)
+	for i := range cfg.Agents {
+		w.agentConnects[agentID(i)] = new(atomic.Uint64)
 	}
 	for i := range cfg.Agents {
 		if err := w.startAgent(ctx, i); err != nil {
@@ -180,7 +187,7 @@ func (w *world) startAgent(ctx context.Context, i int) error {
 	}
 	jitter := max(300*time.Millisecond, time.Duration(w.cfg.Agents)*2*time.Millisecond)
 	a, err := agent.New(agent.Config{
-		ID:                fmt.Sprintf("agent-%04d", i),
+		ID:                agentID(i),
 		Server:            r.addr,
 		ServerName:        "localhost",
 		CAFile:            w.caPath(),
@@ -200,10 +207,41 @@ func (w *world) startAgent(ctx context.Context, i int) error {
 	return nil
 }
 
+func agentID(i int) string { return fmt.Sprintf("agent-%04d", i) }
+
+// connectsOf returns how many streams agent a registered, counted from its events:
+// once it moved, the phase's counters include that connect (a.Stats() moves before
+// the event is delivered).
+func (w *world) connectsOf(a *agent.Agent) uint64 { return w.agentConnects[a.ID()].Load() }
+
+// connectsSnapshot returns connectsOf of every agent.
+func (w *world) connectsSnapshot() []uint64 {
+	out := make([]uint64, len(w.agents))
+	for i, a := range w.agents {
+		out[i] = w.connectsOf(a)
+	}
+	return out
+}
+
+// movedOnto returns a counter of the agents that opened a new stream since before
+// (a connectsSnapshot), on the server certificate fp.
+func (w *world) movedOnto(fp hotcert.Fingerprint, before []uint64) func() int {
+	return func() int {
+		n := 0
+		for i, a := range w.agents {
+			if got, ok := a.ServerFingerprint(); ok && got == fp && w.connectsOf(a) > before[i] {
+				n++
+			}
+		}
+		return n
+	}
+}
+
 func (w *world) onAgentEvent(ev agent.Event) {
 	switch ev.Kind {
 	case agent.EventConnected:
 		w.c.connects.Add(1)
+		defer w.agentConnects[ev.AgentID].Add(1) // after the totals: see connectsOf
 		w.mu.Lock()
 		w.connectTimes = append(w.connectTimes, time.Now())
 		w.mu.Unlock()
