@@ -3,16 +3,19 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hotcert/hotcert/internal/agent"
+	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/metrics"
 )
 
 type agentFlags struct {
 	cfg           agent.Config
+	tokenFile     string
 	metricsListen string
 	metricsPrefix string
 	metricsLabel  string
@@ -33,10 +36,17 @@ A bundle that does not load keeps the last good one and logs "agent TLS CA bundl
 reload failed" with the file path, once per bad content. A missing or invalid bundle
 at startup is a startup error. A handshake that fails verification fails the attempt
 at once, with the x509 reason (unknown_authority, hostname, expired, ...) in the log
-and in hotcert_agent_tls_handshake_failures_total{reason}.`,
-		Example: `  hotcert agent --server cp-0.cp.dexaflow.svc:9091 --server-name cp.dexaflow.svc --ca-file /etc/agent-ca/ca.crt`,
-		Args:    cobra.NoArgs,
-		RunE:    func(cmd *cobra.Command, _ []string) error { return runAgent(cmd.Context(), g, f) },
+and in hotcert_agent_tls_handshake_failures_total{reason}.
+
+With --token-file the agent authenticates with a bearer JWT: the file holds its
+bootstrap token (re-read on every connection, like a projected service-account
+token). Once connected it presents the fresh tokens the control plane hands it over
+the stream, and falls back on the file when the held token expired or was refused.
+A refused token fails the attempt with reason "unauthenticated" and backs off.`,
+		Example: `  hotcert agent --server cp-0.cp.dexaflow.svc:9091 --server-name cp.dexaflow.svc --ca-file /etc/agent-ca/ca.crt
+  hotcert agent --server cp:9091 --ca-file /etc/agent-ca/ca.crt --token-file /var/run/secrets/agent/token`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runAgent(cmd.Context(), g, f) },
 	}
 	fl := cmd.Flags()
 	c := &f.cfg
@@ -45,7 +55,8 @@ and in hotcert_agent_tls_handshake_failures_total{reason}.`,
 	fl.StringVar(&c.CAFile, "ca-file", "", "CA bundle the server certificate is verified against, re-read on every connection (required)")
 	fl.StringVar(&c.CertFile, "tls-cert", "", "client certificate chain for servers that require mTLS")
 	fl.StringVar(&c.KeyFile, "tls-key", "", "client private key")
-	fl.StringVar(&c.ID, "id", "", "agent id (default: host name and a random suffix)")
+	fl.StringVar(&c.ID, "id", "", "agent id (default: host name and a random suffix); with --token-file, the subject of its tokens")
+	fl.StringVar(&f.tokenFile, "token-file", "", "bootstrap bearer token (JWT) for a control plane that requires one, re-read on every connection")
 	fl.BoolVar(&c.Watch, "watch", true, "also follow the files between connections, so metrics and logs show a change before the next reconnect")
 	fl.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "heartbeat period")
 	fl.DurationVar(&c.HeartbeatTimeout, "heartbeat-timeout", 0, "drop and reopen a stream that received nothing for this long (default: three heartbeat periods)")
@@ -75,6 +86,12 @@ func runAgent(ctx context.Context, g *globals, f *agentFlags) error {
 	}
 	cfg := f.cfg
 	cfg.Logger = log
+	if f.tokenFile != "" {
+		cfg.Token = jwtkeys.NewFileTokenSource(f.tokenFile)
+		if _, err := cfg.Token.Token(ctx); err != nil {
+			return fmt.Errorf("--token-file: %w", err)
+		}
+	}
 	cfg.MetricsOptions = []metrics.Option{metrics.WithPrefix(f.metricsPrefix), metrics.WithComponentLabel(f.metricsLabel)}
 	reg := newProcessRegistry()
 	cfg.Registerer = reg
@@ -91,7 +108,7 @@ func runAgent(ctx context.Context, g *globals, f *agentFlags) error {
 			return err
 		}
 	}
-	log.Info("agent starting", "agent", a.ID(), "server", cfg.Server, "server_name", cfg.ServerName, "ca_file", cfg.CAFile)
+	log.Info("agent starting", "agent", a.ID(), "server", cfg.Server, "server_name", cfg.ServerName, "ca_file", cfg.CAFile, "token_file", f.tokenFile)
 	err = a.Run(ctx)
 	cancel()
 	wait()

@@ -1,21 +1,29 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/internal/controlplane"
 	"github.com/hotcert/hotcert/internal/inspect"
+	"github.com/hotcert/hotcert/jwtkeys"
 )
 
 func newCheckCommand(g *globals) *cobra.Command {
 	var (
-		opts   inspect.FilesOptions
-		output string
+		opts      inspect.FilesOptions
+		output    string
+		jwtKeyDir string
 	)
 	cmd := &cobra.Command{
-		Use:   "check --cert F --key F [--ca F] [-o json]",
+		Use:   "check --cert F --key F [--ca F] [-o json] | check --jwt-key-dir DIR [-o json]",
 		Short: "Validate certificate, key and CA bundle files exactly as the reloader would",
 		Long: `Read the files with hotcert's file source and validate them with hotcert.Validate:
 the very code a server or agent runs before swapping material in. It checks that
@@ -26,9 +34,15 @@ size cap and file types.
 
 It prints a summary of what would be served and trusted, or the reason the files
 would be refused, and exits non-zero with a one-line reason when they would. Give a
-key pair, a bundle (--ca alone, as for an agent's ca.crt), or both.`,
+key pair, a bundle (--ca alone, as for an agent's ca.crt), or both.
+
+With --jwt-key-dir it validates an agent-token key directory (signing.key and
+optional verify.pem, or hs256.keys) with jwtkeys.Validate, as "hotcert server
+--jwt-key-dir" would before using it, and prints the key that signs and every key
+that verifies (kids and algorithms, never key material).`,
 		Example: `  hotcert check --cert /tls/tls.crt --key /tls/tls.key
-  hotcert check --ca /etc/agent-ca/ca.crt -o json`,
+  hotcert check --ca /etc/agent-ca/ca.crt -o json
+  hotcert check --jwt-key-dir /etc/agent-token-keys`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			asJSON, err := outputFormat(output)
@@ -38,8 +52,14 @@ key pair, a bundle (--ca alone, as for an agent's ca.crt), or both.`,
 			if _, err := g.logger(); err != nil {
 				return err
 			}
+			if jwtKeyDir != "" {
+				if opts.CertFile != "" || opts.KeyFile != "" || opts.CAFile != "" {
+					return errors.New("check either --jwt-key-dir or certificate files, not both at once")
+				}
+				return checkKeyDir(cmd.Context(), g, jwtKeyDir, asJSON)
+			}
 			if opts.CertFile == "" && opts.KeyFile == "" && opts.CAFile == "" {
-				return errors.New("nothing to check: give --cert and --key, --ca, or all three")
+				return errors.New("nothing to check: give --cert and --key, --ca, or all three (or --jwt-key-dir)")
 			}
 			rep, checkErr := inspect.Files(cmd.Context(), opts)
 			if rep == nil {
@@ -60,6 +80,74 @@ key pair, a bundle (--ca alone, as for an agent's ca.crt), or both.`,
 	fl.StringVar(&opts.CertFile, "cert", "", "certificate chain file (PEM, leaf first)")
 	fl.StringVar(&opts.KeyFile, "key", "", "private key file (PEM)")
 	fl.StringVar(&opts.CAFile, "ca", "", "CA bundle file (one or more PEM CA certificates)")
+	fl.StringVar(&jwtKeyDir, "jwt-key-dir", "", "validate this agent-token key directory (signing.key [+ verify.pem], or hs256.keys) instead")
 	fl.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
+}
+
+// keyDirReport is what `check --jwt-key-dir` prints.
+type keyDirReport struct {
+	OK     bool   `json:"ok"`
+	Source string `json:"source"`
+	// SigningKeyID and Algorithm name the key that would sign.
+	SigningKeyID string `json:"signing_kid,omitempty"`
+	Algorithm    string `json:"alg,omitempty"`
+	// Keys lists every key that would verify: the signing key, then the listed ones.
+	Keys []controlplane.TokenKey `json:"keys,omitempty"`
+	// Input, Reason and Error say why the directory would be refused (OK false).
+	Input  string `json:"input,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+func checkKeyDir(ctx context.Context, g *globals, dir string, asJSON bool) error {
+	src, err := keyDirSource(dir, nil)
+	if err != nil {
+		return err
+	}
+	rep := keyDirReport{Source: src.String()}
+	c, err := src.Read(ctx)
+	var m *jwtkeys.Material
+	if err == nil {
+		m, err = jwtkeys.Validate(c)
+	}
+	if err != nil {
+		rep.Reason, rep.Error = string(hotcert.ReasonOf(err)), err.Error()
+		var he *hotcert.Error
+		if errors.As(err, &he) {
+			rep.Input = he.Input
+		}
+	} else {
+		rep.OK, rep.SigningKeyID, rep.Algorithm = true, m.SigningKeyID(), m.Algorithm()
+		for _, k := range m.Keys() {
+			rep.Keys = append(rep.Keys, controlplane.TokenKey{ID: k.ID, Algorithm: k.Algorithm, State: string(k.State)})
+		}
+	}
+	var werr error
+	if asJSON {
+		werr = writeJSON(g.stdout, rep)
+	} else {
+		werr = writeKeyDirReport(g.stdout, rep)
+	}
+	if err != nil {
+		return err
+	}
+	return werr
+}
+
+func writeKeyDirReport(w io.Writer, rep keyDirReport) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "source: %s\n", rep.Source)
+	if !rep.OK {
+		fmt.Fprintf(&b, "INVALID (%s): %s\n", rep.Reason, rep.Error)
+	} else {
+		fmt.Fprintf(&b, "signs:  kid %s (%s)\n", rep.SigningKeyID, rep.Algorithm)
+		fmt.Fprintf(&b, "verify: %d keys\n", len(rep.Keys))
+		for _, k := range rep.Keys {
+			fmt.Fprintf(&b, "  - kid %s (%s, %s)\n", k.ID, k.Algorithm, k.State)
+		}
+		b.WriteString("OK: hotcert server --jwt-key-dir would load this key directory\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

@@ -24,9 +24,16 @@ func newProcessRegistry() *prometheus.Registry {
 	return reg
 }
 
-// serveObservability serves /metrics (from reg) and /healthz on addr until ctx is
-// done. It returns once the listener is up, so a bad address is a startup error.
-func serveObservability(ctx context.Context, addr string, reg *prometheus.Registry, health http.Handler, log *slog.Logger) (wait func(), err error) {
+// route is one more path served beside /metrics and /healthz.
+type route struct {
+	path string
+	h    http.Handler
+}
+
+// serveObservability serves /metrics (from reg), /healthz and the extra routes on
+// addr until ctx is done. It returns once the listener is up, so a bad address is a
+// startup error.
+func serveObservability(ctx context.Context, addr string, reg *prometheus.Registry, health http.Handler, log *slog.Logger, routes ...route) (wait func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-listen %s: %w", addr, err)
@@ -34,8 +41,13 @@ func serveObservability(ctx context.Context, addr string, reg *prometheus.Regist
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.Handle("/healthz", health)
+	paths := "/metrics /healthz"
+	for _, r := range routes {
+		mux.Handle(r.path, r.h)
+		paths += " " + r.path
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	log.Info("metrics and health listening", "addr", ln.Addr().String(), "paths", "/metrics /healthz")
+	log.Info("metrics and health listening", "addr", ln.Addr().String(), "paths", paths)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -4,18 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/internal/controlplane"
+	"github.com/hotcert/hotcert/jwtkeys"
+	"github.com/hotcert/hotcert/jwtkeys/jwtfile"
+	"github.com/hotcert/hotcert/jwtkeys/jwtkube"
+	"github.com/hotcert/hotcert/jwtkeys/jwtmetrics"
 	"github.com/hotcert/hotcert/metrics"
 	"github.com/hotcert/hotcert/source/file"
 	"github.com/hotcert/hotcert/source/kube"
@@ -32,6 +39,11 @@ type serverFlags struct {
 	workInterval              time.Duration
 	pollInterval, settle      time.Duration
 	metricsPrefix, metricsLbl string
+
+	jwtKeyDir, jwtSecret   string
+	jwtMaxTTL, jwtTokenTTL time.Duration
+	jwtGrace, jwtClockSkew time.Duration
+	jwtIssuer, jwtAudience string
 }
 
 func newServerCommand(g *globals) *cobra.Command {
@@ -51,9 +63,19 @@ file changes. A missing or invalid pair at startup is a startup error.
 
 The pair comes from files (a mounted Secret volume) or, with --tls-secret, from a
 kubernetes.io/tls Secret read through the API (kubeconfig from --kubeconfig,
-$KUBECONFIG, ~/.kube/config or the in-cluster service account).`,
+$KUBECONFIG, ~/.kube/config or the in-cluster service account).
+
+With --jwt-key-dir (a key directory: signing.key and optional verify.pem) or
+--jwt-secret (a Secret with the same keys), agents must present a bearer JWT issued
+to their agent id and signed by a key the set accepts; a stream without one fails
+with Unauthenticated. Connected agents receive fresh tokens, signed by the current
+key, over their streams. The keys are followed like the certificate (rotation with
+a grace period, last good keys kept, "JWT signing key reload failed" once per bad
+content); /.well-known/jwks.json on --metrics-listen publishes the public keys.
+docs/jwt-keys.md describes the rotation procedure.`,
 		Example: `  hotcert server --tls-cert /tls/tls.crt --tls-key /tls/tls.key --metrics-listen :9090
-  hotcert server --tls-secret dexaflow/agent-grpc-tls --client-ca /ca/ca.crt`,
+  hotcert server --tls-secret dexaflow/agent-grpc-tls --client-ca /ca/ca.crt
+  hotcert server --tls-cert /tls/tls.crt --tls-key /tls/tls.key --jwt-key-dir /etc/agent-token-keys`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServer(cmd.Context(), g, f) },
 	}
@@ -62,7 +84,7 @@ $KUBECONFIG, ~/.kube/config or the in-cluster service account).`,
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "server certificate chain file (PEM, leaf first)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "server private key file (PEM)")
 	fl.StringVar(&f.tlsSecret, "tls-secret", "", "read the pair from this kubernetes.io/tls Secret (namespace/name) instead of files")
-	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for --tls-secret (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for --tls-secret and --jwt-secret (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
 	fl.StringVar(&f.clientCA, "client-ca", "", "require client certificates (mTLS) that chain to this CA bundle file")
 	fl.StringVar(&f.metricsListen, "metrics-listen", "", "serve /metrics and /healthz on this address (off when empty)")
 	fl.StringVar(&f.replica, "replica", "", "replica name reported to agents (default: host name)")
@@ -76,6 +98,14 @@ $KUBECONFIG, ~/.kube/config or the in-cluster service account).`,
 	fl.DurationVar(&f.settle, "settle", hotcert.DefaultSettle, "how long a pair that does not load is treated as mid-write before it counts as a failure")
 	fl.StringVar(&f.metricsPrefix, "metrics-prefix", "hotcert", "prefix of the TLS reload metrics (e.g. dexaflow)")
 	fl.StringVar(&f.metricsLbl, "metrics-component-label", "component", "label carrying the component in the TLS reload metrics (e.g. listener)")
+	fl.StringVar(&f.jwtKeyDir, "jwt-key-dir", "", "authenticate agents with JWTs signed by the keys of this directory (signing.key, optional verify.pem)")
+	fl.StringVar(&f.jwtSecret, "jwt-secret", "", "authenticate agents with JWTs signed by the keys of this Secret (namespace/name; keys signing.key, verify.pem)")
+	fl.DurationVar(&f.jwtMaxTTL, "jwt-max-ttl", jwtkeys.DefaultMaxTokenTTL, "longest lifetime of a token the server issues")
+	fl.DurationVar(&f.jwtTokenTTL, "jwt-token-ttl", controlplane.DefaultTokenTTL, "lifetime of the tokens handed to agents (at most --jwt-max-ttl); renewed over the stream after a third of it")
+	fl.DurationVar(&f.jwtGrace, "jwt-grace", 0, "how long a key replaced by a rotation keeps verifying (default: --jwt-max-ttl + --jwt-clock-skew + 5m)")
+	fl.DurationVar(&f.jwtClockSkew, "jwt-clock-skew", jwtkeys.DefaultClockSkew, "leeway on a token's exp, nbf and iat")
+	fl.StringVar(&f.jwtIssuer, "jwt-issuer", "", "iss claim of issued tokens, required in presented ones (off when empty)")
+	fl.StringVar(&f.jwtAudience, "jwt-audience", "", "aud claim of issued tokens, required in presented ones (off when empty)")
 	return cmd
 }
 
@@ -111,6 +141,18 @@ func runServer(ctx context.Context, g *globals, f *serverFlags) error {
 	}
 	reg := newProcessRegistry()
 	cfg.Registerer = reg
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var routes []route
+	ks, stopKeys, err := serverKeySet(ctx, f, reg, log)
+	if err != nil {
+		return err
+	}
+	defer stopKeys()
+	if ks != nil {
+		cfg.Tokens, cfg.TokenTTL = ks, f.jwtTokenTTL
+		routes = append(routes, route{"/.well-known/jwks.json", ks.JWKSHandler()})
+	}
 	srv, err := controlplane.New(cfg)
 	if err != nil {
 		return err
@@ -120,20 +162,82 @@ func runServer(ctx context.Context, g *globals, f *serverFlags) error {
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", f.listen, err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	wait := func() {}
 	if f.metricsListen != "" {
-		if wait, err = serveObservability(ctx, f.metricsListen, reg, srv.HealthHandler(), log); err != nil {
+		if wait, err = serveObservability(ctx, f.metricsListen, reg, srv.HealthHandler(), log, routes...); err != nil {
 			ln.Close()
 			return err
 		}
 	}
-	log.Info("control plane listening", "addr", ln.Addr().String(), "replica", cfg.Replica, "listener", controlplane.DefaultComponent, "mtls", f.clientCA != "")
+	attrs := []any{"addr", ln.Addr().String(), "replica", cfg.Replica, "listener", controlplane.DefaultComponent, "mtls", f.clientCA != "", "agent_tokens", ks != nil}
+	if ks != nil {
+		attrs = append(attrs, "token_ttl", cfg.TokenTTL.String())
+	}
+	log.Info("control plane listening", attrs...)
 	err = srv.Serve(ctx, ln)
 	cancel()
 	wait()
 	return err
+}
+
+// serverKeySet loads and follows the agent-token key set the flags describe, or
+// returns nil without --jwt-key-dir or --jwt-secret. stop stops following it.
+func serverKeySet(ctx context.Context, f *serverFlags, reg *prometheus.Registry, log *slog.Logger) (ks *jwtkeys.KeySet, stop func(), err error) {
+	var src jwtkeys.Source
+	switch {
+	case f.jwtKeyDir != "" && f.jwtSecret != "":
+		return nil, nil, errors.New("give either --jwt-key-dir or --jwt-secret, not both")
+	case f.jwtKeyDir != "":
+		if src, err = keyDirSource(f.jwtKeyDir, log); err != nil {
+			return nil, nil, err
+		}
+	case f.jwtSecret != "":
+		ns, name, err := secretName("--jwt-secret", f.jwtSecret)
+		if err != nil {
+			return nil, nil, err
+		}
+		cs, host, err := kubeClient(f.kubeconfig, "--jwt-secret")
+		if err != nil {
+			return nil, nil, err
+		}
+		log.Info("reading the agent-token keys from a Secret", "secret", f.jwtSecret, "api_server", host)
+		src = jwtkube.NewSecret(cs, ns, name, jwtkube.WithLogger(log))
+	default:
+		return nil, func() {}, nil
+	}
+	if f.jwtTokenTTL <= 0 || f.jwtTokenTTL > f.jwtMaxTTL {
+		return nil, nil, fmt.Errorf("--jwt-token-ttl %s: want a positive lifetime of at most --jwt-max-ttl (%s)", f.jwtTokenTTL, f.jwtMaxTTL)
+	}
+	rec, err := jwtmetrics.New(reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := []jwtkeys.Option{
+		jwtkeys.WithMaxTokenTTL(f.jwtMaxTTL), jwtkeys.WithClockSkew(f.jwtClockSkew),
+		jwtkeys.WithLogger(log), jwtkeys.WithObserver(rec),
+		jwtkeys.WithPollInterval(f.pollInterval), jwtkeys.WithSettle(f.settle),
+	}
+	if f.jwtGrace > 0 {
+		opts = append(opts, jwtkeys.WithGracePeriod(f.jwtGrace))
+	}
+	if f.jwtIssuer != "" {
+		opts = append(opts, jwtkeys.WithIssuer(f.jwtIssuer))
+	}
+	if f.jwtAudience != "" {
+		opts = append(opts, jwtkeys.WithAudience(f.jwtAudience))
+	}
+	ks, err = jwtkeys.New(ctx, src, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("agent-token keys: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := ks.Start(ctx); err != nil {
+			log.Error("agent-token keys: following the source failed", "source", src.String(), "error", err.Error())
+		}
+	}()
+	return ks, func() { ks.Close(); <-done }, nil
 }
 
 // serverSource returns the certificate source the flags describe.
@@ -143,24 +247,61 @@ func serverSource(f *serverFlags, log *slog.Logger) (hotcert.Source, error) {
 	case files && f.tlsSecret != "":
 		return nil, errors.New("give either --tls-cert/--tls-key or --tls-secret, not both")
 	case f.tlsSecret != "":
-		ns, name, ok := strings.Cut(f.tlsSecret, "/")
-		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-			return nil, fmt.Errorf("--tls-secret %q: want namespace/name", f.tlsSecret)
-		}
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		rules.ExplicitPath = f.kubeconfig
-		rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+		ns, name, err := secretName("--tls-secret", f.tlsSecret)
 		if err != nil {
-			return nil, fmt.Errorf("--tls-secret: kubeconfig: %w", err)
+			return nil, err
 		}
-		cs, err := kubernetes.NewForConfig(rc)
+		cs, host, err := kubeClient(f.kubeconfig, "--tls-secret")
 		if err != nil {
-			return nil, fmt.Errorf("--tls-secret: %w", err)
+			return nil, err
 		}
-		log.Info("reading the server certificate from a Secret", "secret", f.tlsSecret, "api_server", rc.Host)
+		log.Info("reading the server certificate from a Secret", "secret", f.tlsSecret, "api_server", host)
 		return kube.NewSecret(cs, ns, name, kube.WithLogger(log)), nil
 	case f.tlsCert == "" || f.tlsKey == "":
 		return nil, errors.New("--tls-cert and --tls-key are required (or --tls-secret)")
 	}
 	return file.New(file.WithKeyPair(f.tlsCert, f.tlsKey), file.WithLogger(log))
+}
+
+// secretName splits a namespace/name flag value.
+func secretName(flag, v string) (ns, name string, err error) {
+	ns, name, ok := strings.Cut(v, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", fmt.Errorf("%s %q: want namespace/name", flag, v)
+	}
+	return ns, name, nil
+}
+
+// kubeClient returns a clientset from --kubeconfig, $KUBECONFIG, ~/.kube/config or
+// the in-cluster service account, and the API server's address.
+func kubeClient(kubeconfig, flag string) (kubernetes.Interface, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: kubeconfig: %w", flag, err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", flag, err)
+	}
+	return cs, rc.Host, nil
+}
+
+// keyDirSource reads a key directory: signing.key and optional verify.pem, or, when
+// the directory holds hs256.keys and no signing.key, the HS256 secret list (and
+// optional verify.pem).
+func keyDirSource(dir string, log *slog.Logger) (*jwtfile.Source, error) {
+	opts := []jwtfile.Option{jwtfile.WithDir(dir), jwtfile.WithLogger(log)}
+	if _, err := os.Stat(filepath.Join(dir, jwtkeys.SigningKeyName)); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(dir, jwtkeys.HMACSecretsName)); err == nil {
+			opts = []jwtfile.Option{jwtfile.WithHMACSecrets(filepath.Join(dir, jwtkeys.HMACSecretsName)),
+				jwtfile.WithVerificationKeys(filepath.Join(dir, jwtkeys.VerificationKeysName)), jwtfile.WithLogger(log)}
+		}
+	}
+	src, err := jwtfile.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("--jwt-key-dir: %w", err)
+	}
+	return src, nil
 }
