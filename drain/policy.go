@@ -70,11 +70,7 @@ func (s *Server) trustChanged(_, next *hotcert.Material) {
 		if len(peer) == 0 {
 			continue // no client certificate: nothing to re-verify
 		}
-		inter := x509.NewCertPool()
-		for _, ic := range peer[1:] {
-			inter.AddCert(ic)
-		}
-		_, err := peer[0].Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		err := verifyPeer(peer, pool, now)
 		if err == nil {
 			continue
 		}
@@ -86,4 +82,15 @@ func (s *Server) trustChanged(_, next *hotcert.Material) {
 				"reason", err.Error())
 		}
 	}
+}
+
+// verifyPeer verifies a client's chain (leaf first, then what it sent as
+// intermediates) for client authentication against pool at now.
+func verifyPeer(peer []*x509.Certificate, pool *x509.CertPool, now time.Time) error {
+	inter := x509.NewCertPool()
+	for _, ic := range peer[1:] {
+		inter.AddCert(ic)
+	}
+	_, err := peer[0].Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	return err
 }

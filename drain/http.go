@@ -1,0 +1,252 @@
+package drain
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hotcert/hotcert"
+)
+
+// HTTPServer applies the same drain policies as [Server] to a net/http server:
+// connections opened under a previous certificate, or whose client certificate no
+// longer verifies, are asked to reconnect. A connection that is idle is closed; a
+// busy one gets "Connection: close" on its next response, which ends an HTTP/1
+// connection after that response and makes Go's HTTP/2 server send a GOAWAY (in-flight
+// streams finish). After the grace period the connection is closed regardless.
+// Create it with [NewHTTPServer] and attach it with [HTTPServer.Wrap].
+type HTTPServer struct {
+	cfg config
+
+	mu     sync.Mutex
+	conns  map[net.Conn]*httpConn
+	timers map[*time.Timer]struct{}
+	unsubs []func()
+	closed bool
+}
+
+type httpConn struct {
+	c        net.Conn
+	identity *hotcert.Material // material current when the connection was accepted
+
+	mu    sync.Mutex
+	state http.ConnState
+	peer  []*x509.Certificate
+	h2    bool // the connection negotiated HTTP/2
+	stale bool
+}
+
+// h2IdleClose is how long a stale HTTP/2 connection that just went idle stays open
+// before it is closed, so that its last response reaches the client first (Go's own
+// HTTP/2 server approximates one round trip with a second for the same reason,
+// golang.org/issue/18701).
+const h2IdleClose = time.Second
+
+type httpConnKey struct{}
+
+// NewHTTPServer returns the policies given by opts (WithIdentityDrain, WithTrustCut,
+// WithGrace, WithLogger, WithMetrics, WithComponent) for a net/http server.
+func NewHTTPServer(opts ...Option) *HTTPServer {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	h := &HTTPServer{cfg: cfg, conns: map[net.Conn]*httpConn{}, timers: map[*time.Timer]struct{}{}}
+	if cfg.identity != nil {
+		h.unsubs = append(h.unsubs, cfg.identity.Subscribe(h.identityChanged))
+	}
+	if cfg.trust != nil {
+		h.unsubs = append(h.unsubs, cfg.trust.Subscribe(h.trustChanged))
+	}
+	return h
+}
+
+// Wrap installs the hooks on srv (ConnContext, ConnState and the handler, keeping
+// those srv already has). Call it before srv serves.
+func (h *HTTPServer) Wrap(srv *http.Server) {
+	prevCtx, prevState, next := srv.ConnContext, srv.ConnState, srv.Handler
+	if next == nil {
+		next = http.DefaultServeMux
+	}
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		hc := &httpConn{c: c, state: http.StateNew}
+		if h.cfg.identity != nil {
+			hc.identity = h.cfg.identity.Current()
+		}
+		h.mu.Lock()
+		h.conns[c] = hc
+		h.mu.Unlock()
+		ctx = context.WithValue(ctx, httpConnKey{}, hc)
+		if prevCtx != nil {
+			ctx = prevCtx(ctx, c)
+		}
+		return ctx
+	}
+	srv.ConnState = func(c net.Conn, st http.ConnState) {
+		h.connState(c, st)
+		if prevState != nil {
+			prevState(c, st)
+		}
+	}
+	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hc, _ := r.Context().Value(httpConnKey{}).(*httpConn); hc != nil {
+			hc.mu.Lock()
+			stale := hc.stale
+			if hc.peer == nil && r.TLS != nil {
+				hc.peer = r.TLS.PeerCertificates
+			}
+			hc.mu.Unlock()
+			if stale {
+				w.Header().Set("Connection", "close") // HTTP/1: close after this response; HTTP/2: GOAWAY
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (h *HTTPServer) connState(c net.Conn, st http.ConnState) {
+	h.mu.Lock()
+	hc := h.conns[c]
+	if st == http.StateClosed || st == http.StateHijacked {
+		delete(h.conns, c)
+	}
+	h.mu.Unlock()
+	if hc == nil {
+		return
+	}
+	hc.mu.Lock()
+	hc.state = st
+	if hc.peer == nil && (st == http.StateActive || st == http.StateIdle) {
+		if tc, ok := c.(*tls.Conn); ok {
+			cs := tc.ConnectionState()
+			hc.peer, hc.h2 = cs.PeerCertificates, cs.NegotiatedProtocol == "h2"
+		}
+	}
+	wentIdle, h2 := hc.stale && st == http.StateIdle, hc.h2
+	hc.mu.Unlock()
+	switch {
+	case !wentIdle:
+	case !h2:
+		c.Close() // HTTP/1: the response is flushed once the connection is idle
+	default:
+		h.after(h2IdleClose, func() {
+			hc.mu.Lock()
+			idle := hc.state == http.StateIdle
+			hc.mu.Unlock()
+			if idle {
+				c.Close()
+			}
+		})
+	}
+}
+
+// markStale asks hc to reconnect: closed at once when idle, else at its next response,
+// and after the grace period at the latest.
+func (h *HTTPServer) markStale(hc *httpConn) bool {
+	hc.mu.Lock()
+	if hc.stale {
+		hc.mu.Unlock()
+		return false
+	}
+	hc.stale = true
+	idle := hc.state == http.StateIdle
+	hc.mu.Unlock()
+	if idle {
+		hc.c.Close()
+		return true
+	}
+	h.after(h.cfg.grace, func() { hc.c.Close() })
+	return true
+}
+
+func (h *HTTPServer) after(d time.Duration, f func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	var t *time.Timer
+	t = time.AfterFunc(d, func() {
+		h.mu.Lock()
+		delete(h.timers, t)
+		h.mu.Unlock()
+		f()
+	})
+	h.timers[t] = struct{}{}
+}
+
+func (h *HTTPServer) snapshot() []*httpConn {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]*httpConn, 0, len(h.conns))
+	for _, hc := range h.conns {
+		out = append(out, hc)
+	}
+	return out
+}
+
+func (h *HTTPServer) identityChanged(prev, next *hotcert.Material) {
+	if !next.HasIdentity() || (prev.HasIdentity() && prev.LeafFingerprint() == next.LeafFingerprint()) {
+		return
+	}
+	var old []*httpConn
+	for _, hc := range h.snapshot() {
+		if hc.identity != nil && hc.identity.LeafFingerprint() != next.LeafFingerprint() {
+			old = append(old, hc)
+		}
+	}
+	if len(old) == 0 {
+		return
+	}
+	h.cfg.metrics.drainStarted(h.cfg.component)
+	h.cfg.logger.Info("draining connections onto the new certificate",
+		"component", h.cfg.component, "connections", len(old), "window", h.cfg.window.String(), "sha256", next.LeafFingerprint().String())
+	for _, hc := range old {
+		h.after(time.Duration(h.cfg.randFloat64()*float64(h.cfg.window)), func() {
+			if h.markStale(hc) {
+				h.cfg.metrics.connDrained(h.cfg.component, "identity")
+			}
+		})
+	}
+}
+
+func (h *HTTPServer) trustChanged(_, next *hotcert.Material) {
+	pool := next.TrustPool()
+	if pool == nil {
+		return
+	}
+	now := time.Now()
+	for _, hc := range h.snapshot() {
+		hc.mu.Lock()
+		peer := hc.peer
+		hc.mu.Unlock()
+		if len(peer) == 0 {
+			continue
+		}
+		if err := verifyPeer(peer, pool, now); err != nil && h.markStale(hc) {
+			h.cfg.metrics.cut(h.cfg.component)
+			h.cfg.logger.Warn("closing connection: peer certificate no longer trusted",
+				"component", h.cfg.component, "remote", hc.c.RemoteAddr().String(),
+				"peer_subject", peer[0].Subject.String(), "peer_serial", peer[0].SerialNumber.Text(16), "reason", err.Error())
+		}
+	}
+}
+
+// Close stops following changes and cancels pending drains.
+func (h *HTTPServer) Close() {
+	h.mu.Lock()
+	h.closed = true
+	for t := range h.timers {
+		t.Stop()
+	}
+	unsubs := h.unsubs
+	h.unsubs = nil
+	h.mu.Unlock()
+	for _, u := range unsubs {
+		u()
+	}
+}
