@@ -23,9 +23,9 @@ import (
 // httpFixture is a TLS net/http server whose material follows a Store, with drain
 // policies attached.
 type httpFixture struct {
-	store *hotcert.Store
-	url   string
-	logs  *testutil.LogBuffer
+	store  *hotcert.Store
+	url    string
+	logs   *testutil.LogBuffer
 	conns  atomic.Int64 // connections accepted
 	closed atomic.Int64 // connections closed
 }
