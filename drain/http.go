@@ -36,8 +36,9 @@ type httpConn struct {
 	mu    sync.Mutex
 	state http.ConnState
 	peer  []*x509.Certificate
-	h2    bool // the connection negotiated HTTP/2
-	stale bool
+	h2     bool // the connection negotiated HTTP/2
+	stale  bool
+	prompt bool // stale because its peer is no longer trusted: close as soon as idle
 }
 
 // h2IdleClose is how long a stale HTTP/2 connection that just went idle stays open
@@ -126,10 +127,14 @@ func (h *HTTPServer) connState(c net.Conn, st http.ConnState) {
 			hc.peer, hc.h2 = cs.PeerCertificates, cs.NegotiatedProtocol == "h2"
 		}
 	}
-	wentIdle, h2 := hc.stale && st == http.StateIdle, hc.h2
+	wentIdle, h2, prompt := hc.stale && st == http.StateIdle, hc.h2, hc.prompt
 	hc.mu.Unlock()
 	switch {
 	case !wentIdle:
+	case h2 && !prompt:
+		// A drain onto a new certificate: the next response sends a GOAWAY, and
+		// the grace period ends what no request came for. Closing an idle HTTP/2
+		// connection could cut a request the client is sending at that moment.
 	case !h2:
 		c.Close() // HTTP/1: the response is flushed once the connection is idle
 	default:
@@ -144,16 +149,17 @@ func (h *HTTPServer) connState(c net.Conn, st http.ConnState) {
 	}
 }
 
-// markStale asks hc to reconnect: closed at once when idle, else at its next response,
-// and after the grace period at the latest.
-func (h *HTTPServer) markStale(hc *httpConn) bool {
+// markStale asks hc to reconnect: an idle HTTP/1 connection (or, when prompt, any
+// idle connection) is closed at once, a busy one at its next response (HTTP/1) or by
+// a GOAWAY then (HTTP/2), and every one after the grace period at the latest.
+func (h *HTTPServer) markStale(hc *httpConn, prompt bool) bool {
 	hc.mu.Lock()
 	if hc.stale {
 		hc.mu.Unlock()
 		return false
 	}
-	hc.stale = true
-	idle := hc.state == http.StateIdle
+	hc.stale, hc.prompt = true, prompt
+	idle := hc.state == http.StateIdle && (!hc.h2 || prompt)
 	hc.mu.Unlock()
 	if idle {
 		hc.c.Close()
@@ -207,7 +213,7 @@ func (h *HTTPServer) identityChanged(prev, next *hotcert.Material) {
 		"component", h.cfg.component, "connections", len(old), "window", h.cfg.window.String(), "sha256", next.LeafFingerprint().String())
 	for _, hc := range old {
 		h.after(time.Duration(h.cfg.randFloat64()*float64(h.cfg.window)), func() {
-			if h.markStale(hc) {
+			if h.markStale(hc, false) {
 				h.cfg.metrics.connDrained(h.cfg.component, "identity")
 			}
 		})
@@ -227,7 +233,7 @@ func (h *HTTPServer) trustChanged(_, next *hotcert.Material) {
 		if len(peer) == 0 {
 			continue
 		}
-		if err := verifyPeer(peer, pool, now); err != nil && h.markStale(hc) {
+		if err := verifyPeer(peer, pool, now); err != nil && h.markStale(hc, true) {
 			h.cfg.metrics.cut(h.cfg.component)
 			h.cfg.logger.Warn("closing connection: peer certificate no longer trusted",
 				"component", h.cfg.component, "remote", hc.c.RemoteAddr().String(),
