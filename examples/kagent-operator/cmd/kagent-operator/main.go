@@ -4,19 +4,20 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/hotcert/hotcert/examples/kagent-operator/api/v1alpha2"
 	"github.com/hotcert/hotcert/examples/kagent-operator/operator"
 )
 
 func main() {
-	ctrl.SetLogger(zap.New())
+	ctrl.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, nil)))
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "kagent-operator:", err)
 		os.Exit(1)
