@@ -22,13 +22,21 @@ func newDemoCommand(g *globals) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Rotate certificates under 2 control-plane replicas and 50 agents, and prove nobody noticed",
-		Long: `demo builds a local PKI, starts control-plane replicas and agents of the reference
-system in this process, and plays a server-certificate renewal, the three-step CA
-rotation with a union bundle, and a botched rotation (a key that does not match) that
-must be refused while service goes on. Files change the way the kubelet changes a
-mounted Secret. It prints a summary per phase, writes timeline.svg, and exits non-zero
-naming any broken invariant.`,
+		Short: "Rotate certificates and token keys under 2 control-plane replicas and 50 agents, and prove nobody noticed",
+		Long: `demo builds a local PKI and agent-token signing keys, starts control-plane replicas
+and agents of the reference system in this process, and plays a server-certificate
+renewal, the three-step CA rotation with a union bundle, a botched rotation (a key
+that does not match) that must be refused while service goes on, the three-step
+rotation of the key agent tokens are signed with, and a graceful reconnect that
+drains agents onto a renewed certificate over a window. Files change the way the
+kubelet changes a mounted Secret. Agents authenticate with bearer tokens throughout.
+
+Invariants, checked in every phase: no failed TLS handshake, no stream drop the demo
+did not cause, no agent token refused; the botched certificate is never served and
+is logged and counted once; after the signing-key rotation every agent holds a token
+of the new key and tokens of the removed key are refused. It prints a summary per
+phase, writes timeline.svg and demo.log, and exits non-zero naming any broken
+invariant.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
@@ -62,7 +70,7 @@ naming any broken invariant.`,
 	f.StringVar(&out, "out", "", "directory for the PKI, volumes, log and timeline.svg (default: a new temporary directory)")
 	f.IntVar(&agents, "agents", 50, "number of agents")
 	f.IntVar(&replicas, "replicas", 2, "number of control-plane replicas")
-	f.BoolVar(&short, "short", false, "shorter heartbeats, for CI")
+	f.BoolVar(&short, "short", false, "shorter heartbeats, pauses and drain window, for CI")
 	f.StringVar(&brk, "break", "", `play an unsafe variant that must fail: "one-step-ca"`)
 	f.DurationVar(&timeout, "phase-timeout", 60*time.Second, "how long a phase may wait for agents to settle")
 	return cmd

@@ -22,6 +22,7 @@ type PhaseResult struct {
 	Failures        uint64 // handshakes that failed TLS verification
 	Aborted         uint64 // handshakes cut by a connection the demo dropped
 	UnexpectedDrops int64  // stream drops the demo did not cause
+	Rejected        uint64 // connection attempts refused for the agent's token
 	Reloads         uint64 // certificates reloaded by replicas
 	ReloadP50       time.Duration
 	ReloadP99       time.Duration
@@ -33,6 +34,7 @@ type Result struct {
 	Phases   []PhaseResult
 	Broken   []string // broken invariants; empty when the run is good
 	Spread   string   // what the graceful reconnect measured
+	Tokens   string   // what the signing-key rotation measured
 	Timeline string   // path of the SVG
 	Log      string   // path of the servers' and agents' log
 }
@@ -49,7 +51,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	oldCA := hotcerttest.MustNewCA(hotcerttest.WithCommonName("hotcert demo CA 2025"))
 	newCA := hotcerttest.MustNewCA(hotcerttest.WithCommonName("hotcert demo CA 2026"))
 	first := oldCA.MustIssue(serverLeaf()...)
-	w, err := newWorld(cfg, oldCA, first)
+	signing, err := newJWTKey()
+	if err != nil {
+		return nil, err
+	}
+	w, err := newWorld(cfg, oldCA, first, signing)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +89,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	})
 
-	s := &story{w: w, oldCA: oldCA, newCA: newCA, current: first}
+	s := &story{w: w, oldCA: oldCA, newCA: newCA, current: first, signing: signing}
 	w.tl.Mark(MarkPhase, "agents connect")
 	if err := w.waitFor(ctx, func() bool { return w.connected() == len(w.agents) }); err != nil {
 		res.Broken = append(res.Broken, fmt.Sprintf("only %d of %d agents connected at start", w.connected(), len(w.agents)))
@@ -107,6 +113,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if n := w.c.botchedFPsServed.Load(); n != 0 {
 		res.Broken = append(res.Broken, fmt.Sprintf("the botched certificate was served to %d agents", n))
 	}
+	if n := w.c.tokensRefused.Load(); n != 0 {
+		res.Broken = append(res.Broken, fmt.Sprintf("the replicas refused %d agent tokens (want 0)", n))
+	}
 	stopSampling()
 	sampler.Wait()
 	p.clear()
@@ -114,7 +123,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := writeTimeline(w.tl, res.Timeline, cfg); err != nil {
 		return res, err
 	}
-	res.Spread = s.spread
+	res.Spread, res.Tokens = s.spread, s.tokens
 	writeSummary(cfg.Stdout, res, w.latencies())
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("demo: interrupted: %w", ctx.Err())
@@ -132,6 +141,7 @@ func (s *story) play(ctx context.Context, ph phase) PhaseResult {
 	start := time.Now()
 	connects, fails, aborted := w.c.connects.Load(), w.c.handshakeFails.Load(), w.c.aborted.Load()
 	drops, forced, reloads := w.c.drops.Load(), w.c.forcedDrops.Load(), w.c.reloads.Load()
+	rejected := w.c.unauthenticated.Load()
 	lats := len(w.latencies())
 	err := ph.run(ctx)
 	pr := PhaseResult{
@@ -142,6 +152,7 @@ func (s *story) play(ctx context.Context, ph phase) PhaseResult {
 		Aborted:         w.c.aborted.Load() - aborted,
 		UnexpectedDrops: int64(w.c.drops.Load()-drops) - int64(w.c.forcedDrops.Load()-forced),
 		Reloads:         w.c.reloads.Load() - reloads,
+		Rejected:        w.c.unauthenticated.Load() - rejected,
 		Err:             err,
 	}
 	if pr.UnexpectedDrops < 0 {
@@ -167,6 +178,9 @@ func brokenIn(pr PhaseResult) []string {
 	if pr.UnexpectedDrops > 0 {
 		b = append(b, fmt.Sprintf("%s: %d unexpected stream drops (want 0)", pr.Name, pr.UnexpectedDrops))
 	}
+	if pr.Rejected > 0 {
+		b = append(b, fmt.Sprintf("%s: %d connection attempts refused for their token (want 0)", pr.Name, pr.Rejected))
+	}
 	return b
 }
 
@@ -174,7 +188,7 @@ func verdict(pr PhaseResult) string {
 	if b := brokenIn(pr); len(b) > 0 {
 		return "BROKEN: " + strings.Join(b, "; ")
 	}
-	return fmt.Sprintf("ok (%d handshakes, 0 failed, %s)", pr.Handshakes, pr.Duration.Round(10*time.Millisecond))
+	return fmt.Sprintf("ok (%d handshakes, 0 failed, 0 tokens refused, %s)", pr.Handshakes, pr.Duration.Round(10*time.Millisecond))
 }
 
 func writeTimeline(tl *Timeline, path string, cfg Config) error {

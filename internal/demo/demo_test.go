@@ -23,12 +23,12 @@ func TestDemoHoldsEveryInvariant(t *testing.T) {
 	if err != nil {
 		t.Fatalf("demo failed: %v\n%s", err, out)
 	}
-	want := []string{"renew server certificate", "CA step 1: union bundle", "CA step 2: new-CA certificate", "CA step 3: drop old CA", "botched rotation refused", "graceful reconnect (drain)"}
+	want := []string{"renew server certificate", "CA step 1: union bundle", "CA step 2: new-CA certificate", "CA step 3: drop old CA", "botched rotation refused", "rotate JWT signing key", "graceful reconnect (drain)"}
 	if len(res.Phases) != len(want) {
 		t.Fatalf("%d phases, want %d", len(res.Phases), len(want))
 	}
 	for i, ph := range res.Phases {
-		if ph.Name != want[i] || ph.Err != nil || ph.Failures != 0 || ph.UnexpectedDrops != 0 {
+		if ph.Name != want[i] || ph.Err != nil || ph.Failures != 0 || ph.UnexpectedDrops != 0 || ph.Rejected != 0 {
 			t.Errorf("phase %d: %+v", i, ph)
 		}
 		if ph.Handshakes < 10 {
@@ -41,6 +41,15 @@ func TestDemoHoldsEveryInvariant(t *testing.T) {
 	if !strings.Contains(out, "every invariant held") {
 		t.Errorf("summary lacks the verdict:\n%s", out)
 	}
+	// The signing-key rotation: the new key's tokens reached every agent over its
+	// stream, every agent re-authenticated after the old key was removed, none was
+	// refused.
+	if jwt := res.Phases[5]; jwt.Handshakes < 10 {
+		t.Errorf("%s: %d handshakes, want every agent to re-authenticate", jwt.Name, jwt.Handshakes)
+	}
+	if !strings.Contains(res.Tokens, "all 10 agents held a token of it") || !strings.Contains(res.Tokens, "(10 over their existing stream)") || !strings.Contains(out, res.Tokens) {
+		t.Errorf("summary lacks the signing-key rotation: %q\n%s", res.Tokens, out)
+	}
 	svg, err := os.ReadFile(res.Timeline)
 	if err != nil || !strings.Contains(string(svg), "CA step 2") {
 		t.Errorf("timeline missing or incomplete: %v", err)
@@ -49,8 +58,12 @@ func TestDemoHoldsEveryInvariant(t *testing.T) {
 	if err != nil || strings.Count(string(logs), `msg="TLS certificate reload failed"`) != 1 {
 		t.Errorf("want exactly one reload-failure line in the log (the botched rotation): %v", err)
 	}
-	if strings.Contains(string(logs), "PRIVATE KEY") {
-		t.Error("the log contains key material")
+	// Every replica logged the rotation once, with the new and the previous kid.
+	if n := strings.Count(string(logs), `msg="JWT signing key rotated"`); n != 2 {
+		t.Errorf("%d \"JWT signing key rotated\" lines, want one per replica", n)
+	}
+	if strings.Contains(string(logs), "PRIVATE KEY") || strings.Contains(string(logs), "eyJ") {
+		t.Error("the log contains key material or a token")
 	}
 }
 

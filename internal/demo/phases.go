@@ -7,6 +7,7 @@ import (
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/jwtkeys"
 )
 
 // phase is one step of the story.
@@ -17,13 +18,34 @@ type phase struct {
 	run  func(ctx context.Context) error
 }
 
-// story is the PKI the phases rotate through.
+// story is the PKI and the agent-token keys the phases rotate through.
 type story struct {
 	w       *world
 	oldCA   *hotcerttest.CA
 	newCA   *hotcerttest.CA
 	current *hotcerttest.Leaf // what every replica serves
+	signing *jwtKey           // the key agent tokens are signed with
 	spread  string            // what the graceful reconnect measured
+	tokens  string            // what the signing-key rotation measured
+}
+
+// jwtKey is an agent-token signing key: its PEM private key (signing.key), its PEM
+// public key (a verify.pem entry) and its kid.
+type jwtKey struct {
+	priv, pub []byte
+	kid       string
+}
+
+func newJWTKey() (*jwtKey, error) {
+	priv, err := jwtkeys.GenerateSigningKey(jwtkeys.ES256)
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	pub, kid, err := jwtkeys.PublicKeyPEM(priv)
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	return &jwtKey{priv: priv, pub: pub, kid: kid}, nil
 }
 
 func (s *story) phases() []phase {
@@ -39,9 +61,119 @@ func (s *story) phases() []phase {
 	}
 	return append(ps,
 		phase{name: "botched rotation refused", safe: true, run: s.botched},
+		phase{name: "rotate JWT signing key", safe: true, run: s.rotateSigningKey},
 		phase{name: "graceful reconnect (drain)", safe: true, run: s.gracefulReconnect},
 	)
 }
+
+// rotateSigningKey rotates the key agent tokens are signed with, by the durable
+// procedure of docs/jwt-keys.md, while every agent stays connected:
+//
+//  1. publish the next key in verify.pem: every replica verifies it;
+//  2. sign with it, the previous public key listed in verify.pem (an agent that
+//     reconnects with a token of the previous key is still accepted): replicas hand
+//     every agent a token of the new key with its next heartbeat acknowledgement,
+//     over the stream it holds;
+//  3. remove the previous key once no agent holds its tokens: its tokens are refused
+//     from then on, and a forced reconnect makes every agent re-authenticate, with
+//     a token of the new key.
+//
+// Invariants: no refused token, every agent ends up holding a token of the new key.
+func (s *story) rotateSigningKey(ctx context.Context) error {
+	w := s.w
+	prev := s.signing
+	next, err := newJWTKey()
+	if err != nil {
+		return err
+	}
+	// A token of the previous key, to show that removing the key revokes it.
+	probe, err := w.replicas[0].keys.Issue("demo-probe", tokenTTL)
+	if err != nil {
+		return fmt.Errorf("issuing a probe token: %w", err)
+	}
+	everyReplica := func(what string, cond func(*jwtkeys.KeySet) bool) error {
+		err := w.waitFor(ctx, func() bool {
+			for _, r := range w.replicas {
+				if !cond(r.keys) {
+					return false
+				}
+			}
+			return true
+		})
+		if err != nil {
+			return fmt.Errorf("replicas did not %s: %w", what, err)
+		}
+		return nil
+	}
+	verifies := func(kid string) func(*jwtkeys.KeySet) bool {
+		return func(ks *jwtkeys.KeySet) bool {
+			for _, k := range ks.Info().Keys {
+				if k.ID == kid {
+					return true
+				}
+			}
+			return false
+		}
+	}
+
+	// Step 1: publish the next key.
+	w.tl.Mark(MarkReload, "JWT step 1: publish the next key")
+	if err := w.writeKeys(prev, next); err != nil {
+		return err
+	}
+	if err := everyReplica("verify the next key", verifies(next.kid)); err != nil {
+		return err
+	}
+
+	// Step 2: sign with it; the previous key stays listed.
+	w.tl.Mark(MarkReload, "JWT step 2: sign with the next key")
+	start := time.Now()
+	connects := w.connectsSnapshot()
+	if err := w.writeKeys(next, prev); err != nil {
+		return err
+	}
+	if err := everyReplica("sign with the next key", func(ks *jwtkeys.KeySet) bool { return ks.SigningKeyID() == next.kid }); err != nil {
+		return err
+	}
+	switched := time.Since(start)
+	n := len(w.agents)
+	if err := w.waitFor(ctx, func() bool { return w.holdingTokensOf(next.kid) == n }); err != nil {
+		return fmt.Errorf("only %d of %d agents received a token of the new key: %w", w.holdingTokensOf(next.kid), n, err)
+	}
+	pushed := time.Since(start)
+	onStream := 0 // agents that got it over the stream they had before the rotation
+	for i, c := range w.connectsSnapshot() {
+		if c == connects[i] {
+			onStream++
+		}
+	}
+
+	// Step 3: remove the previous key.
+	w.tl.Mark(MarkReload, "JWT step 3: remove the previous key")
+	if err := w.writeKeys(next); err != nil {
+		return err
+	}
+	if err := everyReplica("drop the previous key", func(ks *jwtkeys.KeySet) bool { return !verifies(prev.kid)(ks) }); err != nil {
+		return err
+	}
+	for _, r := range w.replicas {
+		if _, err := r.keys.Verify(probe); jwtkeys.ReasonOf(err) != jwtkeys.ReasonUnknownKey {
+			return fmt.Errorf("%s still accepts tokens of the removed key (%v)", r.name, err)
+		}
+	}
+	if err := s.reconnectAll(ctx); err != nil { // every agent re-authenticates: with a new-key token
+		return err
+	}
+	if h := w.holdingTokensOf(next.kid); h != n {
+		return fmt.Errorf("%d of %d agents hold a token of the new key after the rotation", h, n)
+	}
+	s.signing = next
+	s.tokens = fmt.Sprintf("JWT signing key rotated (kid %s… → %s…): replicas signed with it %s after the write, all %d agents held a token of it after %s (%d over their existing stream), then the previous key was removed and every agent re-authenticated: 0 tokens refused, tokens of the removed key are refused",
+		short(prev.kid), short(next.kid), switched.Round(time.Millisecond), n, pushed.Round(time.Millisecond), onStream)
+	return nil
+}
+
+func short(kid string) string { return kid[:min(8, len(kid))] }
 
 // gracefulReconnect renews the server certificate and lets the replicas move every
 // agent onto it by themselves: no forced drop, each connection gets a GOAWAY at a

@@ -51,7 +51,7 @@ func (p *progress) clear() { p.linef("") }
 // writeSummary prints the table per phase and where the files are.
 func writeSummary(w io.Writer, res *Result, all []time.Duration) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\thandshakes\tfailed\tunexpected drops\treloads\treload p50\treload p99\t")
+	fmt.Fprintln(tw, "phase\thandshakes\tfailed\tunexpected drops\ttokens refused\treloads\treload p50\treload p99\t")
 	ms := func(d time.Duration) string {
 		if d == 0 {
 			return "-"
@@ -59,7 +59,7 @@ func writeSummary(w io.Writer, res *Result, all []time.Duration) {
 		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
 	}
 	for _, ph := range res.Phases {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t\n", ph.Name, ph.Handshakes, ph.Failures, ph.UnexpectedDrops, ph.Reloads, ms(ph.ReloadP50), ms(ph.ReloadP99))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", ph.Name, ph.Handshakes, ph.Failures, ph.UnexpectedDrops, ph.Rejected, ph.Reloads, ms(ph.ReloadP50), ms(ph.ReloadP99))
 	}
 	tw.Flush()
 	if len(all) > 0 {
@@ -67,12 +67,15 @@ func writeSummary(w io.Writer, res *Result, all []time.Duration) {
 		slices.Sort(s)
 		fmt.Fprintf(w, "\nreload latency (kubelet rename → served) over %d reloads: p50 %s, p99 %s\n", len(s), ms(s[len(s)/2]), ms(s[len(s)*99/100]))
 	}
+	if res.Tokens != "" {
+		fmt.Fprintln(w, res.Tokens)
+	}
 	if res.Spread != "" {
 		fmt.Fprintln(w, res.Spread)
 	}
 	fmt.Fprintf(w, "timeline: %s\nlog:      %s\n", res.Timeline, res.Log)
 	if len(res.Broken) == 0 {
-		fmt.Fprintln(w, "\nevery invariant held: no failed handshake, no unexpected drop, the botched certificate never served, one log line and one count for it.")
+		fmt.Fprintln(w, "\nevery invariant held: no failed handshake, no unexpected drop, no agent token refused, the botched certificate never served, one log line and one count for it.")
 	} else {
 		fmt.Fprintln(w, "\nBROKEN invariants:")
 		for _, b := range res.Broken {

@@ -19,6 +19,9 @@ import (
 	"github.com/hotcert/hotcert/internal/agent"
 	"github.com/hotcert/hotcert/internal/agentrpc"
 	"github.com/hotcert/hotcert/internal/controlplane"
+	"github.com/hotcert/hotcert/jwtkeys"
+	"github.com/hotcert/hotcert/jwtkeys/jwtfile"
+	"github.com/hotcert/hotcert/jwtkeys/jwtmetrics"
 	"github.com/hotcert/hotcert/source/file"
 )
 
@@ -26,6 +29,7 @@ import (
 type replica struct {
 	name   string
 	srv    *controlplane.Server
+	keys   *jwtkeys.KeySet // agent-token keys, over the shared key volume
 	addr   string
 	volume *hotcerttest.AtomicWriter
 	reg    *prometheus.Registry
@@ -46,6 +50,8 @@ type counters struct {
 	forcedDrops      atomic.Uint64 // streams the demo dropped on purpose
 	drained          atomic.Uint64 // streams a draining replica ended cleanly (asked to reconnect)
 	botchedFPsServed atomic.Uint64 // streams that saw a botched certificate
+	unauthenticated  atomic.Uint64 // agent connection attempts refused for their token
+	tokensRefused    atomic.Uint64 // tokens the replicas refused
 }
 
 // world is everything the demo runs.
@@ -57,8 +63,11 @@ type world struct {
 	tl       *Timeline
 	c        counters
 	caVolume *hotcerttest.AtomicWriter
-	replicas []*replica
-	agents   []*agent.Agent
+	// keyVolume is the agent-token key directory (signing.key, verify.pem), one
+	// Secret mounted into every replica: any replica verifies any replica's tokens.
+	keyVolume *hotcerttest.AtomicWriter
+	replicas  []*replica
+	agents    []*agent.Agent
 	// agentConnects counts each agent's registered streams as the demo saw them
 	// (OnEvent), by agent id; built before any agent starts, read-only afterwards.
 	agentConnects map[string]*atomic.Uint64
@@ -74,7 +83,18 @@ type world struct {
 // caPath is the agents' ConfigMap volume file.
 func (w *world) caPath() string { return filepath.Join(w.caVolume.Dir(), "ca.crt") }
 
-func newWorld(cfg Config, rootCA *hotcerttest.CA, first *hotcerttest.Leaf) (*world, error) {
+// Agent tokens in the demo: short-lived, so that they are renewed over the streams
+// several times during a run and a rotation completes in seconds.
+const (
+	tokenTTL       = 30 * time.Second
+	tokenClockSkew = 2 * time.Second
+	// tokenGrace bounds how long a replaced signing key verifies from memory: TTL,
+	// skew, and in-process propagation (the demo's durable rotation lists the
+	// previous key in verify.pem instead, until it removes it).
+	tokenGrace = tokenTTL + tokenClockSkew + 3*time.Second
+)
+
+func newWorld(cfg Config, rootCA *hotcerttest.CA, first *hotcerttest.Leaf, signing *jwtKey) (*world, error) {
 	logFile, err := os.Create(filepath.Join(cfg.Out, "demo.log"))
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
@@ -92,6 +112,13 @@ func newWorld(cfg Config, rootCA *hotcerttest.CA, first *hotcerttest.Leaf) (*wor
 	}
 	if _, err := w.caVolume.Write(map[string][]byte{"ca.crt": hotcerttest.BundlePEM(rootCA)}); err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
+	}
+	w.keyVolume, err = hotcerttest.NewAtomicWriter(filepath.Join(cfg.Out, "agent-token-keys"))
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	if err := w.writeKeys(signing); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
@@ -140,9 +167,30 @@ func (w *world) startReplica(ctx context.Context, name string, leaf *hotcerttest
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
+	keySrc, err := jwtfile.New(jwtfile.WithDir(w.keyVolume.Dir()), jwtfile.WithLogger(w.log))
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	rec, err := jwtmetrics.New(r.reg)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	r.keys, err = jwtkeys.New(ctx, keySrc, jwtkeys.WithMaxTokenTTL(tokenTTL), jwtkeys.WithClockSkew(tokenClockSkew),
+		jwtkeys.WithGracePeriod(tokenGrace), jwtkeys.WithSettle(100*time.Millisecond), jwtkeys.WithPollInterval(time.Second),
+		jwtkeys.WithLogger(w.log.With("replica", name)), jwtkeys.WithObserver(rec))
+	if err != nil {
+		return fmt.Errorf("demo: %s's agent-token keys: %w", name, err)
+	}
+	w.wg.Go(func() { _ = r.keys.Start(ctx) })
 	r.srv, err = controlplane.New(controlplane.Config{
 		TLS:     src,
 		Replica: name,
+		// Agents authenticate with tokens of the shared key set and get fresh ones
+		// over their streams (after a third of their lifetime, or at once when the
+		// signing key changed).
+		Tokens:   r.keys,
+		TokenTTL: tokenTTL,
+		OnEvent:  w.onServerEvent,
 		// Rotations of the server certificate move agents over by themselves, spread
 		// over this window (the demo's forced reconnects preempt it in earlier phases).
 		DrainWindow: w.drainWindow(),
@@ -186,8 +234,16 @@ func (w *world) startAgent(ctx context.Context, i int) error {
 		hb = time.Second
 	}
 	jitter := max(300*time.Millisecond, time.Duration(w.cfg.Agents)*2*time.Millisecond)
+	// The bootstrap token an operator would provision (a projected token file): issued
+	// by one replica, verified by all of them. Once connected, the agent presents the
+	// tokens the replicas hand it.
+	boot, err := w.replicas[0].keys.Issue(agentID(i), tokenTTL)
+	if err != nil {
+		return fmt.Errorf("demo: bootstrap token of agent %d: %w", i, err)
+	}
 	a, err := agent.New(agent.Config{
 		ID:                agentID(i),
+		Token:             jwtkeys.StaticToken(boot),
 		Server:            r.addr,
 		ServerName:        "localhost",
 		CAFile:            w.caPath(),
@@ -248,6 +304,11 @@ func (w *world) onAgentEvent(ev agent.Event) {
 		if b := w.botched.Load(); b != nil && ev.Peer != nil && hotcert.FingerprintOf(ev.Peer) == *b {
 			w.c.botchedFPsServed.Add(1)
 		}
+	case agent.EventConnectFailed:
+		if ev.Reason == agentrpc.ReasonUnauthenticated {
+			w.c.unauthenticated.Add(1)
+			w.tl.Mark(MarkFailure, ev.AgentID+": token refused")
+		}
 	case agent.EventHandshakeFailed:
 		switch ev.Reason {
 		case agentrpc.ReasonUnreachable, agentrpc.ReasonTimeout:
@@ -261,6 +322,12 @@ func (w *world) onAgentEvent(ev agent.Event) {
 			return
 		}
 		w.c.drops.Add(1)
+	}
+}
+
+func (w *world) onServerEvent(ev controlplane.Event) {
+	if ev.Kind == controlplane.EventAuthRejected {
+		w.c.tokensRefused.Add(1)
 	}
 }
 
@@ -319,6 +386,30 @@ func (w *world) write(r *replica, crt, key []byte) error {
 	return nil
 }
 
+// writeKeys writes the agent-token key volume: signing.key, and verify.pem with the
+// public keys of verify (in one kubelet-style update).
+func (w *world) writeKeys(signing *jwtKey, verify ...*jwtKey) error {
+	var pub []byte
+	for _, k := range verify {
+		pub = append(pub, k.pub...)
+	}
+	if _, err := w.keyVolume.Write(map[string][]byte{jwtkeys.SigningKeyName: signing.priv, jwtkeys.VerificationKeysName: pub}); err != nil {
+		return fmt.Errorf("demo: writing the agent-token keys: %w", err)
+	}
+	return nil
+}
+
+// holdingTokensOf counts agents whose newest token was signed by kid.
+func (w *world) holdingTokensOf(kid string) int {
+	n := 0
+	for _, a := range w.agents {
+		if a.Stats().TokenKeyID == kid {
+			n++
+		}
+	}
+	return n
+}
+
 func (w *world) writeBundle(cas ...*hotcerttest.CA) error {
 	if _, err := w.caVolume.Write(map[string][]byte{"ca.crt": hotcerttest.BundlePEM(cas...)}); err != nil {
 		return fmt.Errorf("demo: writing the agents' CA bundle: %w", err)
@@ -342,6 +433,7 @@ func (w *world) close() {
 	w.wg.Wait()
 	for _, r := range w.replicas {
 		r.srv.Close()
+		r.keys.Close()
 	}
 	w.logFile.Close()
 }
