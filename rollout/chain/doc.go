@@ -2,11 +2,29 @@
 // workloads that consume it through custom resources: Secret → ModelConfig →
 // Agent → Deployment, in kagent's case.
 //
+// # Without changing the operator: ReferenceRules
+//
+// [Compile] turns hotcert.dev/v1alpha1 ReferenceRules (rollout/api/v1alpha1)
+// into a [Graph]; a [Resolver] runs dynamic informers for exactly the kinds the
+// graph names (and the workload kinds its rules use), indexed so that both
+// directions are lookups, never a listing per event:
+//
+//   - [Resolver.WorkloadsOf]: a Secret or ConfigMap → the objects naming it →
+//     the objects naming those → … → the workloads they run (owner reference,
+//     label selector or name rule);
+//   - [Resolver.Consumed]: a workload → the (object, key) pairs it consumes
+//     through every chain, as rollout.Refs ready for rollout.Compute, and the
+//     objects of the chain that are named but missing (nothing must roll then);
+//   - [Resolver.OnChange]: a custom resource added, changed or deleted → the
+//     workloads to look at again (an Agent pointed at another ModelConfig).
+//
+// # Inside an operator: MapThrough
+//
 // For operator authors, [MapThrough] maps an event on a Secret or ConfigMap,
 // through field indexes (rollout.RefIndexer) on each kind of the chain, to the
-// objects the operator reconciles, never listing every object per event; the
-// operator then hashes only the keys it consumes (rollout.Compute over
-// rollout.PodSpecRefs of the pod template it builds) and stamps its pod
-// template (rollout.Stamp). examples/kagent-operator is a complete operator
-// built that way.
+// objects the operator reconciles; the operator then hashes only the keys it
+// consumes (rollout.Compute over rollout.PodSpecRefs of the pod template it
+// builds) and stamps its pod template (rollout.Stamp). Because the owner writes
+// the stamp itself, there is one writer of the pod template and nothing can
+// ping-pong. examples/kagent-operator is a complete operator built that way.
 package chain

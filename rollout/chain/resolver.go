@@ -1,0 +1,473 @@
+package chain
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/hotcert/hotcert/rollout"
+)
+
+// Index names of the resolver's informers.
+const (
+	indexRefs     = "hotcert.dev/chain-refs"     // what an object names: "Secret/ns/name", "group/Kind/ns/name"
+	indexWorkName = "hotcert.dev/chain-workname" // "ns/name" of the workload a name rule gives
+	indexOwner    = "hotcert.dev/chain-owner"    // workloads by controller owner "group/Kind/ns/name"
+)
+
+// WorkloadRef names a workload.
+type WorkloadRef struct {
+	Kind            string // Deployment, StatefulSet or DaemonSet
+	Namespace, Name string
+}
+
+func (w WorkloadRef) String() string { return w.Kind + "/" + w.Namespace + "/" + w.Name }
+
+// Consumption is what a workload consumes through the chains that reach it.
+type Consumption struct {
+	// Refs are the Secrets and ConfigMaps consumed, by namespace (a
+	// NamespacedName reference can lead to another namespace), with the keys
+	// consumed; each Ref's Uses says through which objects.
+	Refs map[string]rollout.Refs
+	// Missing lists objects of the chain that are named but do not exist
+	// (Kind is "group/Kind"): the chain is broken, nothing should roll.
+	Missing []rollout.Problem
+	// Via lists the objects the workload runs ("kagent.dev/Agent ns/a").
+	Via []string
+}
+
+// Resolver follows chains of references through dynamic informers of the kinds
+// a Graph names (and of the workload kinds its rules use), indexed so that
+// both directions are lookups: from a Secret or ConfigMap up to the workloads
+// that consume it, and from a workload down to what it consumes.
+type Resolver struct {
+	graph   *Graph
+	factory dynamicinformer.DynamicSharedInformerFactory
+	crs     map[schema.GroupKind]cache.SharedIndexInformer
+	work    map[string]cache.SharedIndexInformer // by workload kind
+
+	mu       sync.Mutex
+	handlers []func([]WorkloadRef)
+}
+
+var workloadGVR = map[string]schema.GroupVersionResource{
+	"Deployment":  {Group: "apps", Version: "v1", Resource: "deployments"},
+	"StatefulSet": {Group: "apps", Version: "v1", Resource: "statefulsets"},
+	"DaemonSet":   {Group: "apps", Version: "v1", Resource: "daemonsets"},
+}
+
+// NewResolver builds a resolver for g. mapper maps the graph's kinds to
+// resources; namespace restricts the informers to one namespace ("" for all).
+func NewResolver(dyn dynamic.Interface, mapper meta.RESTMapper, g *Graph, namespace string) (*Resolver, error) {
+	r := &Resolver{
+		graph:   g,
+		factory: dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, namespace, nil),
+		crs:     map[schema.GroupKind]cache.SharedIndexInformer{},
+		work:    map[string]cache.SharedIndexInformer{},
+	}
+	for _, gvk := range g.gvks {
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return nil, fmt.Errorf("chain: %s: %w", gvk, err)
+		}
+		inf := r.factory.ForResource(m.Resource).Informer()
+		n := g.kinds[gvk.GroupKind()]
+		if err := inf.AddIndexers(cache.Indexers{
+			indexRefs:     func(obj any) ([]string, error) { return refValues(n, obj), nil },
+			indexWorkName: func(obj any) ([]string, error) { return workNameValues(n, obj), nil },
+		}); err != nil {
+			return nil, err
+		}
+		if _, err := inf.AddEventHandler(r.changeHandler(gvk.GroupKind())); err != nil {
+			return nil, err
+		}
+		r.crs[gvk.GroupKind()] = inf
+		if n.work != nil {
+			for _, k := range n.work.kinds {
+				if r.work[k] != nil {
+					continue
+				}
+				wi := r.factory.ForResource(workloadGVR[k]).Informer()
+				if err := wi.AddIndexers(cache.Indexers{indexOwner: ownerValues}); err != nil {
+					return nil, err
+				}
+				r.work[k] = wi
+			}
+		}
+	}
+	return r, nil
+}
+
+// Start starts the informers and waits until they are synced.
+func (r *Resolver) Start(ctx context.Context) error {
+	r.factory.Start(ctx.Done())
+	for gvr, ok := range r.factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("chain: informer of %s did not sync", gvr)
+		}
+	}
+	return nil
+}
+
+// Shutdown stops the informers.
+func (r *Resolver) Shutdown() { r.factory.Shutdown() }
+
+// OnChange registers fn, called with the workloads an object of the graph
+// reaches (before and after the change) whenever one is added, changed or
+// deleted: an Agent pointed at another ModelConfig, a ModelConfig deleted.
+func (r *Resolver) OnChange(fn func([]WorkloadRef)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.handlers = append(r.handlers, fn)
+}
+
+func (r *Resolver) changeHandler(gk schema.GroupKind) cache.ResourceEventHandler {
+	notify := func(objs ...any) {
+		var start []node
+		for _, o := range objs {
+			if u := asUnstructured(o); u != nil {
+				start = append(start, node{gk, u})
+			}
+		}
+		ws := r.reach(start)
+		r.mu.Lock()
+		hs := slices.Clone(r.handlers)
+		r.mu.Unlock()
+		if len(ws) > 0 {
+			for _, h := range hs {
+				h(ws)
+			}
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(o any) { notify(o) },
+		UpdateFunc: func(old, o any) {
+			ou, nu := asUnstructured(old), asUnstructured(o)
+			if ou == nil || nu == nil || ou.GetResourceVersion() != nu.GetResourceVersion() {
+				notify(old, o)
+			}
+		},
+		DeleteFunc: func(o any) { notify(o) },
+	}
+}
+
+// WorkloadsOf returns the workloads that consume the Secret or ConfigMap
+// kind namespace/name through a chain of the graph.
+func (r *Resolver) WorkloadsOf(kind rollout.Kind, namespace, name string) []WorkloadRef {
+	var start []node
+	key := string(kind) + "/" + namespace + "/" + name
+	for gk, inf := range r.crs {
+		objs, _ := inf.GetIndexer().ByIndex(indexRefs, key)
+		for _, o := range objs {
+			start = append(start, node{gk, o.(*unstructured.Unstructured)})
+		}
+	}
+	return r.reach(start)
+}
+
+type node struct {
+	gk  schema.GroupKind
+	obj *unstructured.Unstructured
+}
+
+func (n node) id() string {
+	return n.gk.String() + "/" + n.obj.GetNamespace() + "/" + n.obj.GetName()
+}
+
+// reach walks up from start, through referring objects, to the workloads run by
+// any object reached.
+func (r *Resolver) reach(start []node) []WorkloadRef {
+	seen := map[string]bool{}
+	found := map[WorkloadRef]bool{}
+	queue := start
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		if seen[n.id()] {
+			continue
+		}
+		seen[n.id()] = true
+		kn := r.graph.kinds[n.gk]
+		if kn.work != nil {
+			for _, w := range r.workloadsOf(kn, n) {
+				found[w] = true
+			}
+		}
+		key := gkString(n.gk) + "/" + n.obj.GetNamespace() + "/" + n.obj.GetName()
+		for gk, inf := range r.crs {
+			objs, _ := inf.GetIndexer().ByIndex(indexRefs, key)
+			for _, o := range objs {
+				queue = append(queue, node{gk, o.(*unstructured.Unstructured)})
+			}
+		}
+	}
+	out := make([]WorkloadRef, 0, len(found))
+	for w := range found {
+		out = append(out, w)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+// workloadsOf returns the workloads n runs.
+func (r *Resolver) workloadsOf(kn *kindNode, n node) []WorkloadRef {
+	var out []WorkloadRef
+	ns := n.obj.GetNamespace()
+	for _, k := range kn.work.kinds {
+		inf := r.work[k]
+		switch {
+		case kn.work.owner:
+			objs, _ := inf.GetIndexer().ByIndex(indexOwner, gkString(n.gk)+"/"+ns+"/"+n.obj.GetName())
+			for _, o := range objs {
+				w := o.(*unstructured.Unstructured)
+				if c := metav1.GetControllerOf(w); c != nil && c.UID == n.obj.GetUID() {
+					out = append(out, WorkloadRef{k, ns, w.GetName()})
+				}
+			}
+		case kn.work.name != "":
+			name := expand(kn.work.name, n.obj.GetName())
+			if _, ok, _ := inf.GetIndexer().GetByKey(ns + "/" + name); ok {
+				out = append(out, WorkloadRef{k, ns, name})
+			}
+		default:
+			objs, _ := inf.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
+			for _, o := range objs {
+				w := o.(*unstructured.Unstructured)
+				if selects(kn.work.selector, n.obj.GetName(), w.GetLabels()) {
+					out = append(out, WorkloadRef{k, ns, w.GetName()})
+				}
+			}
+		}
+	}
+	return out
+}
+
+func selects(sel map[string]string, name string, labels map[string]string) bool {
+	for k, v := range sel {
+		if lv, ok := labels[k]; !ok || lv != expand(v, name) {
+			return false
+		}
+	}
+	return true
+}
+
+// Consumed returns what the workload kind namespace/name consumes through the
+// chains of the graph: nil when no object of the graph runs it.
+func (r *Resolver) Consumed(kind, namespace, name string) (*Consumption, error) {
+	inf := r.work[kind]
+	if inf == nil {
+		return nil, nil
+	}
+	o, ok, err := inf.GetIndexer().GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return nil, err
+	}
+	w := o.(*unstructured.Unstructured)
+	runners := r.runners(kind, w)
+	if len(runners) == 0 {
+		return nil, nil
+	}
+	c := &Consumption{Refs: map[string]rollout.Refs{}}
+	refs := map[string]map[rollout.ObjectKey]*rollout.Ref{}
+	seen := map[string]bool{}
+	var visit func(n node, via string)
+	visit = func(n node, via string) {
+		if seen[n.id()] {
+			return
+		}
+		seen[n.id()] = true
+		kn := r.graph.kinds[n.gk]
+		here := via + " → " + n.gk.Kind + " " + n.obj.GetName()
+		if via == "" {
+			here = n.gk.Kind + " " + n.obj.GetName()
+		}
+		ns := n.obj.GetNamespace()
+		for _, d := range kn.data {
+			for _, p := range pairs(n.obj.Object, d.name, d.key) {
+				addRef(refs, ns, d.kind, p, d.optional, here)
+			}
+		}
+		for _, nr := range kn.names {
+			target := r.crs[nr.target]
+			for _, v := range nr.name.values(n.obj.Object) {
+				tns, tname := ns, v
+				if nr.namespaced {
+					if i := strings.IndexByte(v, '/'); i >= 0 {
+						tns, tname = v[:i], v[i+1:]
+					}
+				}
+				t, ok, _ := target.GetIndexer().GetByKey(tns + "/" + tname)
+				if !ok {
+					c.Missing = append(c.Missing, rollout.Problem{
+						Kind: rollout.Kind(gkString(nr.target)), Name: tns + "/" + tname, Reason: rollout.ReasonMissingObject,
+						Detail: fmt.Sprintf("%s %s/%s, named by %s, not found", nr.target.Kind, tns, tname, here),
+					})
+					continue
+				}
+				visit(node{nr.target, t.(*unstructured.Unstructured)}, here)
+			}
+		}
+	}
+	for _, n := range runners {
+		c.Via = append(c.Via, gkString(n.gk)+" "+n.obj.GetNamespace()+"/"+n.obj.GetName())
+		visit(n, "")
+	}
+	for ns, m := range refs {
+		var rs rollout.Refs
+		for _, ref := range m {
+			slices.SortFunc(ref.Keys, func(a, b rollout.KeyRef) int { return strings.Compare(a.Key, b.Key) })
+			if ref.All {
+				ref.Keys = nil
+			}
+			sort.Strings(ref.Uses)
+			rs = append(rs, *ref)
+		}
+		sort.Slice(rs, func(i, j int) bool {
+			if rs[i].Kind != rs[j].Kind {
+				return rs[i].Kind < rs[j].Kind
+			}
+			return rs[i].Name < rs[j].Name
+		})
+		c.Refs[ns] = rs
+	}
+	return c, nil
+}
+
+// runners returns the objects of the graph that run workload w.
+func (r *Resolver) runners(kind string, w *unstructured.Unstructured) []node {
+	var out []node
+	ns := w.GetNamespace()
+	if c := metav1.GetControllerOf(w); c != nil {
+		if gv, err := schema.ParseGroupVersion(c.APIVersion); err == nil {
+			gk := schema.GroupKind{Group: gv.Group, Kind: c.Kind}
+			if kn := r.graph.kinds[gk]; kn != nil && kn.work != nil && kn.work.owner && slices.Contains(kn.work.kinds, kind) {
+				if o, ok, _ := r.crs[gk].GetIndexer().GetByKey(ns + "/" + c.Name); ok && o.(*unstructured.Unstructured).GetUID() == c.UID {
+					out = append(out, node{gk, o.(*unstructured.Unstructured)})
+				}
+			}
+		}
+	}
+	for gk, kn := range r.graph.kinds {
+		if kn.work == nil || kn.work.owner || !slices.Contains(kn.work.kinds, kind) {
+			continue
+		}
+		inf := r.crs[gk]
+		if kn.work.name != "" {
+			objs, _ := inf.GetIndexer().ByIndex(indexWorkName, ns+"/"+w.GetName())
+			for _, o := range objs {
+				out = append(out, node{gk, o.(*unstructured.Unstructured)})
+			}
+			continue
+		}
+		objs, _ := inf.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
+		for _, o := range objs {
+			u := o.(*unstructured.Unstructured)
+			if selects(kn.work.selector, u.GetName(), w.GetLabels()) {
+				out = append(out, node{gk, u})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id() < out[j].id() })
+	return out
+}
+
+func addRef(refs map[string]map[rollout.ObjectKey]*rollout.Ref, ns string, kind rollout.Kind, p pair, optional bool, use string) {
+	m := refs[ns]
+	if m == nil {
+		m = map[rollout.ObjectKey]*rollout.Ref{}
+		refs[ns] = m
+	}
+	k := rollout.ObjectKey{Kind: kind, Name: p.name}
+	ref := m[k]
+	if ref == nil {
+		ref = &rollout.Ref{Kind: kind, Name: p.name, Optional: true}
+		m[k] = ref
+	}
+	ref.Optional = ref.Optional && optional
+	if p.key == "" {
+		ref.All = true
+	} else if i := slices.IndexFunc(ref.Keys, func(kr rollout.KeyRef) bool { return kr.Key == p.key }); i >= 0 {
+		ref.Keys[i].Optional = ref.Keys[i].Optional && optional
+	} else {
+		ref.Keys = append(ref.Keys, rollout.KeyRef{Key: p.key, Optional: optional})
+	}
+	if !slices.Contains(ref.Uses, use) {
+		ref.Uses = append(ref.Uses, use)
+	}
+}
+
+// refValues are an object's index values: what it names.
+func refValues(n *kindNode, obj any) []string {
+	u := asUnstructured(obj)
+	if u == nil {
+		return nil
+	}
+	ns := u.GetNamespace()
+	var out []string
+	for _, d := range n.data {
+		for _, v := range d.name.values(u.Object) {
+			out = append(out, string(d.kind)+"/"+ns+"/"+v)
+		}
+	}
+	for _, nr := range n.names {
+		for _, v := range nr.name.values(u.Object) {
+			tns, tname := ns, v
+			if nr.namespaced {
+				if i := strings.IndexByte(v, '/'); i >= 0 {
+					tns, tname = v[:i], v[i+1:]
+				}
+			}
+			out = append(out, gkString(nr.target)+"/"+tns+"/"+tname)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func workNameValues(n *kindNode, obj any) []string {
+	u := asUnstructured(obj)
+	if u == nil || n.work == nil || n.work.name == "" {
+		return nil
+	}
+	return []string{u.GetNamespace() + "/" + expand(n.work.name, u.GetName())}
+}
+
+func ownerValues(obj any) ([]string, error) {
+	u := asUnstructured(obj)
+	if u == nil {
+		return nil, nil
+	}
+	c := metav1.GetControllerOf(u)
+	if c == nil {
+		return nil, nil
+	}
+	gv, err := schema.ParseGroupVersion(c.APIVersion)
+	if err != nil {
+		return nil, nil
+	}
+	return []string{gkString(schema.GroupKind{Group: gv.Group, Kind: c.Kind}) + "/" + u.GetNamespace() + "/" + c.Name}, nil
+}
+
+func gkString(gk schema.GroupKind) string { return gk.Group + "/" + gk.Kind }
+
+func asUnstructured(obj any) *unstructured.Unstructured {
+	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		return o
+	case cache.DeletedFinalStateUnknown:
+		u, _ := o.Obj.(*unstructured.Unstructured)
+		return u
+	}
+	return nil
+}
