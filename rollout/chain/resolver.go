@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,6 +57,8 @@ type Resolver struct {
 	factory dynamicinformer.DynamicSharedInformerFactory
 	crs     map[schema.GroupKind]cache.SharedIndexInformer
 	work    map[string]cache.SharedIndexInformer // by workload kind
+
+	stop context.CancelFunc
 
 	mu       sync.Mutex
 	handlers []func([]WorkloadRef)
@@ -109,19 +112,36 @@ func NewResolver(dyn dynamic.Interface, mapper meta.RESTMapper, g *Graph, namesp
 	return r, nil
 }
 
-// Start starts the informers and waits until they are synced.
-func (r *Resolver) Start(ctx context.Context) error {
-	r.factory.Start(ctx.Done())
-	for gvr, ok := range r.factory.WaitForCacheSync(ctx.Done()) {
+// Start starts the informers, which run until ctx is done or Shutdown is
+// called, and waits until they are synced.
+func (r *Resolver) Start(ctx context.Context) error { return r.start(ctx, 0) }
+
+// start is Start waiting at most wait (if > 0) for the informers to sync.
+func (r *Resolver) start(ctx context.Context, wait time.Duration) error {
+	rctx, cancel := context.WithCancel(ctx)
+	r.stop = cancel
+	r.factory.Start(rctx.Done())
+	wctx := rctx
+	if wait > 0 {
+		var c context.CancelFunc
+		wctx, c = context.WithTimeout(rctx, wait)
+		defer c()
+	}
+	for gvr, ok := range r.factory.WaitForCacheSync(wctx.Done()) {
 		if !ok {
-			return fmt.Errorf("chain: informer of %s did not sync", gvr)
+			return fmt.Errorf("chain: the informer of %s did not sync", gvr)
 		}
 	}
 	return nil
 }
 
-// Shutdown stops the informers.
-func (r *Resolver) Shutdown() { r.factory.Shutdown() }
+// Shutdown stops the informers and waits until they have stopped.
+func (r *Resolver) Shutdown() {
+	if r.stop != nil {
+		r.stop()
+	}
+	r.factory.Shutdown()
+}
 
 // OnChange registers fn, called with the workloads an object of the graph
 // reaches (before and after the change) whenever one is added, changed or

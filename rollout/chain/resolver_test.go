@@ -30,7 +30,7 @@ import (
 var env *kubetest.Env
 
 func TestMain(m *testing.M) {
-	kubetest.Main(m, &env, kubetest.WithCRDPaths("testdata/crds.yaml"))
+	kubetest.Main(m, &env, kubetest.WithCRDPaths("testdata/crds.yaml", "../api/v1alpha1/crd"))
 }
 
 var (

@@ -1,0 +1,290 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
+)
+
+// Live keeps a Resolver in step with the cluster's ReferenceRules: whenever a
+// rule is added, changed or deleted it compiles them all again, starts a new
+// Resolver, waits for its informers, swaps it in and stops the old one. Rules
+// that do not compile, or name kinds the API server does not serve, keep the
+// previous Resolver and are retried; Err says why. It is a manager.Runnable.
+type Live struct {
+	dyn       dynamic.Interface
+	mapper    meta.RESTMapper
+	namespace string
+
+	cur     atomic.Pointer[Resolver]
+	lastErr atomic.Pointer[error]
+
+	mu       sync.Mutex
+	handlers []func([]WorkloadRef)
+}
+
+// ReferenceRules is the resource of v1alpha1.ReferenceRule.
+var ReferenceRules = v1alpha1.GroupVersion.WithResource("referencerules")
+
+// NewLive returns a Live that follows ReferenceRules through dyn; its
+// Resolvers inform in namespace ("" for all).
+func NewLive(dyn dynamic.Interface, mapper meta.RESTMapper, namespace string) *Live {
+	return &Live{dyn: dyn, mapper: mapper, namespace: namespace}
+}
+
+// Resolver returns the current Resolver, nil before the first rules compiled.
+func (l *Live) Resolver() *Resolver { return l.cur.Load() }
+
+// Err returns why the latest rules are not in use, nil when they are.
+func (l *Live) Err() error {
+	if p := l.lastErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// OnChange registers fn, called with the workloads to look at again: those a
+// custom resource change reaches (see Resolver.OnChange), and every workload of
+// the new graph when the rules change.
+func (l *Live) OnChange(fn func([]WorkloadRef)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.handlers = append(l.handlers, fn)
+}
+
+func (l *Live) notify(ws []WorkloadRef) {
+	l.mu.Lock()
+	hs := slices.Clone(l.handlers)
+	l.mu.Unlock()
+	for _, h := range hs {
+		h(ws)
+	}
+}
+
+// Start follows the ReferenceRules until ctx is done.
+func (l *Live) Start(ctx context.Context) error {
+	f := dynamicinformer.NewDynamicSharedInformerFactory(l.dyn, 0)
+	inf := f.ForResource(ReferenceRules).Informer()
+	kick := make(chan struct{}, 1)
+	signal := func(any) {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: signal, DeleteFunc: signal,
+		UpdateFunc: func(o, n any) { signal(n) },
+	}); err != nil {
+		return err
+	}
+	f.Start(ctx.Done())
+	defer f.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return ctx.Err()
+	}
+	signal(nil)
+	retry := time.Second
+	var timer <-chan time.Time
+	defer func() {
+		if r := l.cur.Swap(nil); r != nil {
+			r.Shutdown()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-kick:
+		case <-timer:
+		}
+		timer = nil
+		if err := l.rebuild(ctx, inf.GetStore().List()); err != nil {
+			l.lastErr.Store(&err)
+			timer = time.After(retry)
+			retry = min(2*retry, time.Minute)
+			continue
+		}
+		l.lastErr.Store(nil)
+		retry = time.Second
+	}
+}
+
+func (l *Live) rebuild(ctx context.Context, objs []any) error {
+	rules := make([]v1alpha1.ReferenceRule, 0, len(objs))
+	for _, o := range objs {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		var r v1alpha1.ReferenceRule
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r); err != nil {
+			return fmt.Errorf("chain: ReferenceRule %s: %w", u.GetName(), err)
+		}
+		rules = append(rules, r)
+	}
+	sort.Slice(rules, func(i, j int) bool { return rules[i].Name < rules[j].Name })
+	g, err := Compile(rules)
+	if err != nil {
+		return err
+	}
+	if rm, ok := l.mapper.(interface{ Reset() }); ok {
+		rm.Reset() // a rule may name a CRD installed since
+	}
+	r, err := NewResolver(l.dyn, l.mapper, g, l.namespace)
+	if err != nil {
+		return err
+	}
+	r.OnChange(l.notify)
+	if err := r.start(ctx, 30*time.Second); err != nil {
+		r.Shutdown()
+		return err
+	}
+	old := l.cur.Swap(r)
+	if old != nil {
+		old.Shutdown()
+		l.notify(old.Workloads())
+	}
+	l.notify(r.Workloads())
+	return nil
+}
+
+// Workloads returns every workload the graph's objects run.
+func (r *Resolver) Workloads() []WorkloadRef {
+	var start []node
+	for gk, inf := range r.crs {
+		for _, o := range inf.GetStore().List() {
+			if u := asUnstructured(o); u != nil {
+				start = append(start, node{gk, u})
+			}
+		}
+	}
+	return r.reach(start)
+}
+
+// WorkloadsOf is Resolver.WorkloadsOf on the current Resolver.
+func (l *Live) WorkloadsOf(kind rollout.Kind, namespace, name string) []WorkloadRef {
+	if r := l.Resolver(); r != nil {
+		return r.WorkloadsOf(kind, namespace, name)
+	}
+	return nil
+}
+
+// Consumed is Resolver.Consumed on the current Resolver.
+func (l *Live) Consumed(kind, namespace, name string) (*Consumption, error) {
+	if r := l.Resolver(); r != nil {
+		return r.Consumed(kind, namespace, name)
+	}
+	return nil, nil
+}
+
+// MapData returns a handler.MapFunc from an event on a Secret or ConfigMap of
+// kind data to a request for each workload of kind workloadKind that consumes
+// it through a chain: add it beside the controller's pod-spec map function.
+func (l *Live) MapData(data rollout.Kind, workloadKind string) handler.MapFunc {
+	return func(_ context.Context, obj client.Object) []reconcile.Request {
+		return requests(l.WorkloadsOf(data, obj.GetNamespace(), obj.GetName()), workloadKind)
+	}
+}
+
+// Source returns a controller-runtime source that enqueues the workloads of
+// kind workloadKind that OnChange reports.
+func (l *Live) Source(workloadKind string) source.Source {
+	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		if ctx.Err() != nil {
+			return errors.New("chain: source started after its context ended")
+		}
+		l.OnChange(func(ws []WorkloadRef) {
+			for _, req := range requests(ws, workloadKind) {
+				q.Add(req)
+			}
+		})
+		return nil
+	})
+}
+
+func requests(ws []WorkloadRef, kind string) []reconcile.Request {
+	var out []reconcile.Request
+	for _, w := range ws {
+		if w.Kind == kind {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: w.Namespace, Name: w.Name}})
+		}
+	}
+	return out
+}
+
+// MergeRefs merges two sets of references of one namespace (a workload's pod
+// spec and its chains): one Ref per object, every key of both, All if either
+// consumes all, optional only if optional in both.
+func MergeRefs(a, b rollout.Refs) rollout.Refs {
+	m := map[rollout.ObjectKey]*rollout.Ref{}
+	var order []rollout.ObjectKey
+	for _, r := range slices.Concat(a, b) {
+		k := rollout.ObjectKey{Kind: r.Kind, Name: r.Name}
+		cur := m[k]
+		if cur == nil {
+			c := r
+			c.Keys = slices.Clone(r.Keys)
+			c.Uses = slices.Clone(r.Uses)
+			m[k] = &c
+			order = append(order, k)
+			continue
+		}
+		cur.All = cur.All || r.All
+		cur.Optional = cur.Optional && r.Optional
+		for _, kr := range r.Keys {
+			if i := slices.IndexFunc(cur.Keys, func(x rollout.KeyRef) bool { return x.Key == kr.Key }); i >= 0 {
+				cur.Keys[i].Optional = cur.Keys[i].Optional && kr.Optional
+			} else {
+				cur.Keys = append(cur.Keys, kr)
+			}
+		}
+		for _, u := range r.Uses {
+			if !slices.Contains(cur.Uses, u) {
+				cur.Uses = append(cur.Uses, u)
+			}
+		}
+	}
+	out := make(rollout.Refs, 0, len(order))
+	for _, k := range order {
+		r := m[k]
+		slices.SortFunc(r.Keys, func(x, y rollout.KeyRef) int {
+			if x.Key < y.Key {
+				return -1
+			}
+			if x.Key > y.Key {
+				return 1
+			}
+			return 0
+		})
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Kind != out[j].Kind {
+			return out[i].Kind < out[j].Kind
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}

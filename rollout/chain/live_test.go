@@ -1,0 +1,151 @@
+package chain_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
+	"github.com/hotcert/hotcert/rollout/chain"
+)
+
+// Live follows ReferenceRules as they are created and deleted, keeps the last
+// good graph when new rules cannot be used, and says why.
+func TestLiveFollowsReferenceRules(t *testing.T) {
+	f := newFixture(t)
+	f.kagent()
+	hc, err := rest.HTTPClientFor(env.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(env.Config(), hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := chain.NewLive(f.dyn, mapper, f.ns)
+	var mu sync.Mutex
+	notified := map[string]bool{}
+	live.OnChange(func(ws []chain.WorkloadRef) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, w := range ws {
+			notified[w.Name] = true
+		}
+	})
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan error, 1)
+	go func() { done <- live.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Live.Start: %v", err)
+		}
+	})
+
+	rulesAPI := f.dyn.Resource(chain.ReferenceRules)
+	create := func(r v1alpha1.ReferenceRule) {
+		t.Helper()
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ReferenceRule"))
+		if _, err := rulesAPI.Create(f.ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rulesAPI.Delete(context.Background(), r.Name, metav1.DeleteOptions{}) })
+	}
+	want := func(what string, secret string, names ...string) {
+		t.Helper()
+		if names == nil {
+			names = []string{}
+		}
+		f.eventually(what, func() string {
+			var got []string
+			for _, w := range live.WorkloadsOf(rollout.KindSecret, f.ns, secret) {
+				got = append(got, w.Kind+"/"+w.Name)
+			}
+			if got == nil {
+				got = []string{}
+			}
+			if !reflect.DeepEqual(got, names) {
+				return fmt.Sprintf("got %v, want %v (Err: %v)", got, names, live.Err())
+			}
+			return ""
+		})
+	}
+
+	want("no rules", "ca-a")
+	for _, r := range rules()[:3] {
+		create(r)
+	}
+	want("kagent rules", "ca-a", "Deployment/a1", "Deployment/a2")
+	want("three hops", "prov-secret", "Deployment/d")
+	f.eventually("workloads notified", func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if !notified["a1"] || !notified["d"] {
+			return fmt.Sprintf("notified %v", notified)
+		}
+		return ""
+	})
+	if c, err := live.Consumed("Deployment", f.ns, "a1"); err != nil || c == nil || len(c.Refs[f.ns]) != 2 {
+		t.Fatalf("Consumed(a1) = %+v, %v", c, err)
+	}
+
+	// A rule naming a kind nobody serves: the previous graph stays.
+	create(v1alpha1.ReferenceRule{ObjectMeta: metav1.ObjectMeta{Name: "unserved"}, Spec: v1alpha1.ReferenceRuleSpec{
+		Target:     v1alpha1.GroupVersionKind{Group: "nope.example.dev", Version: "v1", Kind: "Nothing"},
+		SecretRefs: []v1alpha1.DataRef{{Name: v1alpha1.FieldRef{Path: "spec.secret"}}},
+	}})
+	f.eventually("an error for the unserved kind", func() string {
+		if live.Err() == nil {
+			return "no error"
+		}
+		return ""
+	})
+	t.Logf("Err: %v", live.Err())
+	want("previous graph kept", "ca-a", "Deployment/a1", "Deployment/a2")
+	if err := rulesAPI.Delete(f.ctx, "unserved", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Without the Agent rule nothing runs the Agents.
+	if err := rulesAPI.Delete(f.ctx, "kagent-agent", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want("agent rule deleted", "ca-a")
+	f.eventually("error cleared", func() string {
+		if err := live.Err(); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+}
+
+func TestMergeRefs(t *testing.T) {
+	a := rollout.Refs{
+		{Kind: rollout.KindSecret, Name: "ca", Keys: []rollout.KeyRef{{Key: "ca.crt", Optional: true}}, Optional: true, Uses: []string{"volume ca"}},
+	}
+	b := rollout.Refs{
+		{Kind: rollout.KindConfigMap, Name: "cfg", All: true},
+		{Kind: rollout.KindSecret, Name: "ca", Keys: []rollout.KeyRef{{Key: "ca.crt"}, {Key: "b.crt"}}, Uses: []string{"Agent a → ModelConfig m"}},
+	}
+	got := chain.MergeRefs(a, b)
+	want := rollout.Refs{
+		{Kind: rollout.KindConfigMap, Name: "cfg", All: true},
+		{Kind: rollout.KindSecret, Name: "ca", Keys: []rollout.KeyRef{{Key: "b.crt"}, {Key: "ca.crt"}}, Uses: []string{"volume ca", "Agent a → ModelConfig m"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+}
