@@ -86,6 +86,12 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Parallel()
+	return newSerialFixture(t)
+}
+
+// newSerialFixture is newFixture for a test that must not run beside others
+// (it creates cluster-scoped ReferenceRules).
+func newSerialFixture(t *testing.T) *fixture {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	f := &fixture{t: t, ctx: ctx, ns: env.NewNamespace(t), dyn: dynamic.NewForConfigOrDie(env.Config()), c: env.Client(), changed: map[string]int{}}
