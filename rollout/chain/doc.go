@@ -18,6 +18,18 @@
 //   - [Resolver.OnChange]: a custom resource added, changed or deleted → the
 //     workloads to look at again (an Agent pointed at another ModelConfig).
 //
+// [Live] keeps a Resolver in step with the cluster's ReferenceRules (a
+// manager.Runnable), and adapts it to controller-runtime: [Live.MapData] maps a
+// Secret or ConfigMap event to workloads, [Live.Source] enqueues the workloads
+// a custom-resource change reaches, and [MergeRefs] merges what the chains
+// consume with what the pod spec consumes, for rollout.Compute.
+//
+// # Coexisting with the owner controller
+//
+// An owner controller that rewrites its workload's pod template on every
+// reconcile removes the rollout controller's stamp, and the two ping-pong.
+// Package webhook is a mutating admission webhook that keeps the stamp.
+//
 // # Inside an operator: MapThrough
 //
 // For operator authors, [MapThrough] maps an event on a Secret or ConfigMap,
