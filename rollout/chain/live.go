@@ -288,3 +288,11 @@ func MergeRefs(a, b rollout.Refs) rollout.Refs {
 	})
 	return out
 }
+
+// Referenced is Resolver.Referenced on the current Resolver.
+func (l *Live) Referenced(kind rollout.Kind, namespace, name string) bool {
+	if r := l.Resolver(); r != nil {
+		return r.Referenced(kind, namespace, name)
+	}
+	return false
+}

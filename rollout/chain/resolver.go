@@ -491,3 +491,16 @@ func asUnstructured(obj any) *unstructured.Unstructured {
 	}
 	return nil
 }
+
+// Referenced reports whether an object of the graph names the Secret or
+// ConfigMap kind namespace/name (whether or not a workload consumes it): the
+// rollout controller keeps such objects' data in its cache.
+func (r *Resolver) Referenced(kind rollout.Kind, namespace, name string) bool {
+	key := string(kind) + "/" + namespace + "/" + name
+	for _, inf := range r.crs {
+		if objs, _ := inf.GetIndexer().ByIndex(indexRefs, key); len(objs) > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -261,6 +261,9 @@ func TestSecretToWorkloadsThroughCustomResources(t *testing.T) {
 	// Three hops: Secret → ModelProvider → default ModelConfig → Agent d.
 	f.wantWorkloads("prov-secret", "Deployment/d")
 	f.wantWorkloads("unrelated")
+	if !f.r.Referenced(rollout.KindSecret, f.ns, "ca-a") || f.r.Referenced(rollout.KindSecret, f.ns, "unrelated") || f.r.Referenced(rollout.KindConfigMap, f.ns, "ca-a") {
+		t.Error("Referenced: want true for ca-a only")
+	}
 
 	c := f.wantConsumed("a1", "Secret/api[api-key]", "Secret/ca-a[ca.crt]")
 	if !reflect.DeepEqual(c.Via, []string{"kagent.dev/Agent " + f.ns + "/a1"}) || len(c.Missing) != 0 {
