@@ -2,6 +2,7 @@ package v1alpha1_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/hotcert/hotcert/internal/kubetest"
 	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
@@ -123,5 +125,30 @@ func TestInvalidRulesAreRefusedWithClearMessages(t *testing.T) {
 			}
 			t.Logf("refused: %v", err)
 		})
+	}
+}
+
+// The example rules shipped for kagent are accepted as written.
+func TestExampleRulesAreAccepted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	data, err := os.ReadFile("../../../examples/kagent-referencerules/referencerules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		var r v1alpha1.ReferenceRule
+		if err := yaml.UnmarshalStrict([]byte(doc), &r); err != nil {
+			t.Fatalf("document %d: %v", n, err)
+		}
+		r.Name = "example-" + r.Name
+		if err := env.Client().Create(ctx, &r); err != nil {
+			t.Fatalf("%s: %v", r.Name, err)
+		}
+		n++
+	}
+	if n != 2 {
+		t.Fatalf("%d rules, want 2", n)
 	}
 }
