@@ -33,9 +33,9 @@ type httpConn struct {
 	c        net.Conn
 	identity *hotcert.Material // material current when the connection was accepted
 
-	mu    sync.Mutex
-	state http.ConnState
-	peer  []*x509.Certificate
+	mu     sync.Mutex
+	state  http.ConnState
+	peer   []*x509.Certificate
 	h2     bool // the connection negotiated HTTP/2
 	stale  bool
 	prompt bool // stale because its peer is no longer trusted: close as soon as idle
