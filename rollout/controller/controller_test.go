@@ -301,7 +301,7 @@ func TestWaitsForPreviousRollout(t *testing.T) {
 	if c.counter("Deployment", ResultDeferred, ReasonInProgress) != 1 {
 		t.Error("deferral not counted once")
 	}
-	if got := testutilGauge(c.ctl.report.metrics.pending.WithLabelValues("Deployment")); got != 1 {
+	if got := testutilGauge(c.ctl.metrics.pending.WithLabelValues("Deployment")); got != 1 {
 		t.Errorf("pending gauge %v", got)
 	}
 
@@ -313,7 +313,7 @@ func TestWaitsForPreviousRollout(t *testing.T) {
 	waitReplicaSets(t, ns, "app", 2)
 	waitEvent(t, ns, "app", EventRolled, "Secret s key a changed")
 	waitFor(t, "the pending gauge to drop", func() (bool, error) {
-		return testutilGauge(c.ctl.report.metrics.pending.WithLabelValues("Deployment")) == 0, nil
+		return testutilGauge(c.ctl.metrics.pending.WithLabelValues("Deployment")) == 0, nil
 	})
 }
 
@@ -560,40 +560,68 @@ func TestDryRun(t *testing.T) {
 	}
 }
 
-// TestUnreferencedSecretsAreNeverRead: Secrets no opted-in workload consumes
-// (Helm release Secrets, say) are never read, only their metadata is watched,
-// and the cache holds no data, labels or annotations of them.
-func TestUnreferencedSecretsAreNeverRead(t *testing.T) {
+// TestUnreferencedSecretsAreNeverCached: the data of Secrets no opted-in
+// workload consumes (Helm release Secrets, say) is never kept, in either
+// memory-bounded cache mode, and never read by the metadata mode; the one
+// referenced Secret is read at most once per version.
+func TestUnreferencedSecretsAreNeverCached(t *testing.T) {
 	t.Parallel()
-	ns := env.NewNamespace(t)
-	createSecret(t, secret(ns, "used", map[string]string{"a": "1"}))
-	big := strings.Repeat("x", 512<<10)
-	for i := range 5 {
-		s := secret(ns, fmt.Sprintf("sh.helm.release.v1.app.v%d", i), map[string]string{"release": big})
-		s.Labels = map[string]string{"owner": "helm"}
-		createSecret(t, s)
-	}
-	create(t, deployment(ns, "app", 0, envFrom("used", "a"), optIn))
-	c := startController(t, ns, testOptions())
-	waitAdopted(t, ns, "app")
-	for i := range 5 {
-		updateSecret(t, ns, fmt.Sprintf("sh.helm.release.v1.app.v%d", i), setKey("release", big+"y"))
-	}
-	updateSecret(t, ns, "used", setKey("a", "2"))
-	waitReplicaSets(t, ns, "app", 2)
-	reads := int(testutilCounter(c.ctl.report.metrics.reads.WithLabelValues("Secret")))
-	if reads > 3 { // the first version, the second, and at most one re-read
-		t.Errorf("%d Secret reads for 2 versions of the one referenced Secret", reads)
-	}
-	if n := c.ctl.store.len(); n != 1 {
-		t.Errorf("%d objects digested, want 1", n)
-	}
-	// What the cache holds of a release Secret: its identity, nothing more.
-	m := metadataObject(rollout.KindSecret)
-	if err := c.ctlCache().Get(testContext(t), client.ObjectKey{Namespace: ns, Name: "sh.helm.release.v1.app.v0"}, m); err != nil {
-		t.Fatal(err)
-	}
-	if m.Labels != nil || m.Annotations != nil || m.ManagedFields != nil || m.ResourceVersion == "" {
-		t.Errorf("cached metadata holds more than identity: %+v", m.ObjectMeta)
+	for _, mode := range []SecretCache{CacheReferenced, CacheMetadata} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			ns := env.NewNamespace(t)
+			createSecret(t, secret(ns, "used", map[string]string{"a": "1"}))
+			big := strings.Repeat("x", 512<<10)
+			for i := range 5 {
+				s := secret(ns, fmt.Sprintf("sh.helm.release.v1.app.v%d", i), map[string]string{"release": big})
+				s.Labels = map[string]string{"owner": "helm"}
+				s.Annotations = map[string]string{lastApplied: strings.Repeat("y", 100<<10)}
+				createSecret(t, s)
+			}
+			create(t, deployment(ns, "app", 0, envFrom("used", "a"), optIn))
+			o := testOptions()
+			o.SecretCache = mode
+			c := startController(t, ns, o)
+			waitAdopted(t, ns, "app")
+			for i := range 5 {
+				updateSecret(t, ns, fmt.Sprintf("sh.helm.release.v1.app.v%d", i), setKey("release", big+"y"))
+			}
+			updateSecret(t, ns, "used", setKey("a", "2"))
+			waitReplicaSets(t, ns, "app", 2)
+			reads := int(testutilCounter(c.ctl.metrics.reads.WithLabelValues("Secret")))
+			t.Logf("%s: %d Secret reads from the API server", mode, reads)
+			if reads > 2 {
+				t.Errorf("%d Secret reads for 2 versions of the one referenced Secret", reads)
+			}
+			if n := c.ctl.store.len(); n != 1 {
+				t.Errorf("%d objects digested, want 1", n)
+			}
+			// What the cache holds of a release Secret: its identity, nothing more.
+			key := client.ObjectKey{Namespace: ns, Name: "sh.helm.release.v1.app.v0"}
+			if mode == CacheMetadata {
+				m := metadataObject(rollout.KindSecret)
+				if err := c.ctlCache().Get(testContext(t), key, m); err != nil {
+					t.Fatal(err)
+				}
+				if m.Labels != nil || m.Annotations != nil || m.ManagedFields != nil || m.ResourceVersion == "" {
+					t.Errorf("cached metadata holds more than identity: %+v", m.ObjectMeta)
+				}
+				return
+			}
+			var s corev1.Secret
+			if err := c.ctlCache().Get(testContext(t), key, &s); err != nil {
+				t.Fatal(err)
+			}
+			if s.Data != nil || s.Labels != nil || s.ManagedFields != nil || s.Annotations[lastApplied] != "" || s.ResourceVersion == "" {
+				t.Errorf("the cache holds more than the identity of an unreferenced Secret: %+v", s.ObjectMeta)
+			}
+			var used corev1.Secret
+			if err := c.ctlCache().Get(testContext(t), client.ObjectKey{Namespace: ns, Name: "used"}, &used); err != nil {
+				t.Fatal(err)
+			}
+			if string(used.Data["a"]) != "2" {
+				t.Errorf("the referenced Secret's data is not cached: %v", used.Data)
+			}
+		})
 	}
 }

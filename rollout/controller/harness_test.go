@@ -123,11 +123,16 @@ func startControllerWith(t testing.TB, rc *rest.Config, ns string, o Options, mo
 	r := &running{t: t, ns: ns, reg: prometheus.NewRegistry(), done: make(chan error, 1), logs: &syncBuffer{}}
 	o.Registerer = r.reg
 	o.SkipNameValidation = true
+	ctl, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ctl = ctl
 	logger := logr.FromSlogHandler(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.Level(-1)}))
 	mo := ctrl.Options{
 		Logger:                 logger,
-		Cache:                  CacheOptions(o.Default(), ns),
-		Client:                 ClientOptions(o.Default()),
+		Cache:                  ctl.CacheOptions(nsList(ns)...),
+		Client:                 ctl.ClientOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
@@ -140,7 +145,7 @@ func startControllerWith(t testing.TB, rc *rest.Config, ns string, o Options, mo
 		t.Fatal(err)
 	}
 	r.mgr = mgr
-	if r.ctl, err = Setup(mgr, o); err != nil {
+	if err := ctl.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -153,6 +158,13 @@ func startControllerWith(t testing.TB, rc *rest.Config, ns string, o Options, mo
 		}
 	})
 	return r
+}
+
+func nsList(ns string) []string {
+	if ns == "" {
+		return nil
+	}
+	return []string{ns}
 }
 
 // Stop stops the controller and waits until it has.

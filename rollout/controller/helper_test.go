@@ -1,7 +1,129 @@
 package controller
 
-// helperEnv, when set, makes the test binary run a controller process for the
-// memory benchmark instead of the tests.
-const helperEnv = "HOTCERT_ROLLOUT_MEMORY_HELPER"
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
 
-func runMemoryHelper() int { return 0 }
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// helperEnv, when set to a SecretCache mode, makes the test binary run a
+// controller process for the memory benchmark instead of the tests: it starts
+// the controller with that cache mode, waits until
+// it has synced and digested helperWantEnv referenced objects, and prints its
+// memory as JSON.
+const (
+	helperEnv        = "HOTCERT_ROLLOUT_MEMORY_HELPER"
+	helperKubeconfig = "HOTCERT_ROLLOUT_MEMORY_KUBECONFIG"
+	helperWantEnv    = "HOTCERT_ROLLOUT_MEMORY_WANT"
+)
+
+// memoryReport is what a helper process prints.
+type memoryReport struct {
+	Mode         string  `json:"mode"`
+	RSSMiB       float64 `json:"rss_mib"`      // VmRSS after sync, after a GC
+	PeakRSSMiB   float64 `json:"peak_rss_mib"` // VmHWM: the peak, during the initial list
+	HeapInuseMiB float64 `json:"heap_inuse_mib"`
+	Digested     int     `json:"digested"`
+	SyncSeconds  float64 `json:"sync_seconds"`
+}
+
+func runMemoryHelper() int {
+	if err := memoryHelper(); err != nil {
+		fmt.Fprintln(os.Stderr, "memory helper:", err)
+		return 1
+	}
+	return 0
+}
+
+func memoryHelper() error {
+	mode := os.Getenv(helperEnv)
+	want, err := strconv.Atoi(os.Getenv(helperWantEnv))
+	if err != nil {
+		return fmt.Errorf("%s: %w", helperWantEnv, err)
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", os.Getenv(helperKubeconfig))
+	if err != nil {
+		return err
+	}
+	rc.QPS, rc.Burst = 200, 400
+	ctl, err := New(Options{MinInterval: -1, MaxRollouts: -1, SecretCache: SecretCache(mode), Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(rc, ctrl.Options{
+		Logger:                 logr.Discard(),
+		Cache:                  ctl.CacheOptions(),
+		Client:                 ctl.ClientOptions(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return err
+	}
+	if err := ctl.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now()
+	errc := make(chan error, 1)
+	go func() { errc <- mgr.Start(ctx) }()
+	for ctl.store.len() < want {
+		select {
+		case err := <-errc:
+			return fmt.Errorf("manager stopped: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Since(start) > 5*time.Minute {
+			return fmt.Errorf("digested %d of %d objects in 5 minutes", ctl.store.len(), want)
+		}
+	}
+	synced := time.Since(start)
+	time.Sleep(2 * time.Second) // let the initial reconciles settle
+	runtime.GC()
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	rss, hwm, err := procMemory()
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(memoryReport{
+		Mode: mode, RSSMiB: rss, PeakRSSMiB: hwm, HeapInuseMiB: float64(ms.HeapInuse) / (1 << 20),
+		Digested: ctl.store.len(), SyncSeconds: synced.Seconds(),
+	})
+}
+
+// procMemory reads VmRSS and VmHWM of this process, in MiB.
+func procMemory() (rss, hwm float64, err error) {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = kb / 1024
+		case "VmHWM:":
+			hwm = kb / 1024
+		}
+	}
+	return rss, hwm, nil
+}

@@ -53,6 +53,7 @@ func DefaultConfig() Config {
 			RolloutWaitTimeout:      DefaultRolloutWaitTimeout,
 			MaxConcurrentReconciles: DefaultMaxConcurrency,
 			MetricsPrefix:           DefaultMetricsPrefix,
+			SecretCache:             CacheReferenced,
 		},
 		MetricsAddr:      ":8080",
 		ProbeAddr:        ":8081",
@@ -84,8 +85,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.LeaseDuration, "leader-election-lease-duration", c.LeaseDuration, "leader election lease duration")
 	fs.DurationVar(&c.RenewDeadline, "leader-election-renew-deadline", c.RenewDeadline, "leader election renew deadline")
 	fs.DurationVar(&c.RetryPeriod, "leader-election-retry-period", c.RetryPeriod, "leader election retry period")
-	fs.BoolVar(&c.CacheSecretData, "cache-secret-data", c.CacheSecretData, "cache whole Secrets and ConfigMaps (for memory comparisons only)")
-	_ = fs.MarkHidden("cache-secret-data")
+	fs.StringVar((*string)(&c.SecretCache), "secret-cache", string(c.SecretCache), "what to watch and cache of Secrets and ConfigMaps: referenced (data of referenced objects only), metadata (metadata only; one GET per change), full (everything; for comparison)")
 }
 
 // Validate checks c (it reads no file).
@@ -131,11 +131,14 @@ func (c *Config) RESTConfig() (*rest.Config, error) {
 // configured as CacheOptions says, health and readiness checks, metrics and
 // leader election as c says.
 func NewManager(rc *rest.Config, c Config, logger logr.Logger) (manager.Manager, *Controller, error) {
-	o := c.Options.Default()
+	ctl, err := New(c.Options)
+	if err != nil {
+		return nil, nil, err
+	}
 	mgr, err := ctrl.NewManager(rc, ctrl.Options{
 		Logger:                        logger,
-		Cache:                         CacheOptions(o, c.Namespaces...),
-		Client:                        ClientOptions(o),
+		Cache:                         ctl.CacheOptions(c.Namespaces...),
+		Client:                        ctl.ClientOptions(),
 		Metrics:                       metricsserver.Options{BindAddress: c.MetricsAddr},
 		HealthProbeBindAddress:        c.ProbeAddr,
 		LeaderElection:                c.LeaderElect,
@@ -149,8 +152,7 @@ func NewManager(rc *rest.Config, c Config, logger logr.Logger) (manager.Manager,
 	if err != nil {
 		return nil, nil, fmt.Errorf("rollout: creating the manager: %w", err)
 	}
-	ctl, err := Setup(mgr, o)
-	if err != nil {
+	if err := ctl.SetupWithManager(mgr); err != nil {
 		return nil, nil, err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

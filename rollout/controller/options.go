@@ -7,6 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/hotcert/hotcert/rollout"
 )
 
 // Defaults of [Options].
@@ -17,6 +19,31 @@ const (
 	DefaultRolloutWaitTimeout = 10 * time.Minute
 	DefaultMaxConcurrency     = 4
 	DefaultMetricsPrefix      = "hotcert"
+)
+
+// SecretCache is how the controller watches and caches Secrets and ConfigMaps.
+// In every mode it keeps only a digest of each consumed value, never the data,
+// once a decision is made; the modes differ in what the watch delivers and the
+// informer cache holds.
+type SecretCache string
+
+const (
+	// CacheReferenced (the default) watches whole objects but keeps the data
+	// only of objects an opted-in workload references: a transform drops the
+	// data (and labels, annotations, managed fields) of every other object as
+	// it enters the cache. A change of a referenced object arrives with its
+	// data, so rolling needs no extra read. Memory holds referenced data only;
+	// the API server still sends every object's data to the controller (as it
+	// does to Reloader, wave and kagent).
+	CacheReferenced SecretCache = "referenced"
+	// CacheMetadata watches metadata only (PartialObjectMetadata): the API
+	// server never sends unreferenced data to the controller at all, and the
+	// data of a referenced object is read with one GET per new version. The
+	// smallest footprint and traffic; one API round trip more per change.
+	CacheMetadata SecretCache = "metadata"
+	// CacheFull caches whole objects, as Reloader, wave and kagent do. It exists
+	// to measure the difference.
+	CacheFull SecretCache = "full"
 )
 
 // Options configure the rollout controller. The zero value is usable: every zero
@@ -40,10 +67,14 @@ type Options struct {
 	// do with an Event and a metric. A workload's hotcert.dev/dry-run annotation
 	// does the same for one workload.
 	DryRun bool
-	// CacheSecretData caches whole Secrets and ConfigMaps (as Reloader, wave and
-	// kagent do) instead of their metadata only. It exists to measure the
-	// difference; leave it off.
-	CacheSecretData bool
+	// SecretCache says what the controller keeps of Secrets and ConfigMaps
+	// (default CacheReferenced); see the SecretCache constants.
+	SecretCache SecretCache
+	// AlsoReferenced, if set, names more objects whose data CacheReferenced
+	// keeps (e.g. Secrets a custom resource chain references): it is asked
+	// about every object no opted-in workload's pod spec references. It must be
+	// fast and safe for concurrent use.
+	AlsoReferenced func(kind rollout.Kind, namespace, name string) bool
 	// HashKey, if set, keys the hashes (HMAC-SHA256); see rollout.WithHashKey.
 	HashKey []byte
 	// MaxConcurrentReconciles per workload kind (default DefaultMaxConcurrency).
@@ -83,6 +114,9 @@ func (o Options) Default() Options {
 	if o.Registerer == nil {
 		o.Registerer = ctrlmetrics.Registry
 	}
+	if o.SecretCache == "" {
+		o.SecretCache = CacheReferenced
+	}
 	if o.MetricsPrefix == "" {
 		o.MetricsPrefix = DefaultMetricsPrefix
 	}
@@ -99,6 +133,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("rollout budget window %s is negative", o.BudgetWindow)
 	case o.RolloutWaitTimeout < 0:
 		return fmt.Errorf("rollout wait timeout %s is negative", o.RolloutWaitTimeout)
+	case o.SecretCache != "" && o.SecretCache != CacheReferenced && o.SecretCache != CacheMetadata && o.SecretCache != CacheFull:
+		return fmt.Errorf("secret cache %q: want referenced, metadata or full", o.SecretCache)
 	case o.MaxConcurrentReconciles < 0:
 		return fmt.Errorf("max concurrent reconciles %d is negative", o.MaxConcurrentReconciles)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,54 +24,62 @@ import (
 	"github.com/hotcert/hotcert/rollout"
 )
 
-// Controller is the rollout controller registered with a manager.
+// Controller is the rollout controller. Build it with New, configure the
+// manager with its CacheOptions and ClientOptions, then SetupWithManager.
 type Controller struct {
-	opts   Options
-	store  *store
-	shared *shared
-	report *reporter
-	recs   []*reconciler
+	opts        Options
+	metrics     *metrics
+	store       *store
+	shared      *shared
+	report      *reporter
+	recs        []*reconciler
+	cacheReader atomic.Pointer[client.Reader]
 }
 
-// Setup registers the rollout controller with mgr: a field index of the Secrets
-// and ConfigMaps each opted-in workload references, and one controller per
-// workload kind (Deployment, StatefulSet, DaemonSet) watching its workloads and,
-// through the index, the objects they reference. mgr's cache must be configured
-// with [CacheOptions] for the same Options (NewManager does it): otherwise it
-// caches whole Secrets.
-func Setup(mgr manager.Manager, o Options) (*Controller, error) {
+// New returns a rollout controller with options o (zero fields take their
+// defaults) and registers its metrics with o.Registerer.
+func New(o Options) (*Controller, error) {
 	o = o.Default()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	c := &Controller{opts: o}
-	c.store = &store{
-		full:  o.CacheSecretData,
-		cache: mgr.GetCache(),
-		api:   mgr.GetAPIReader(),
-		clock: o.Clock,
-		objs:  map[objKey]*rollout.Object{},
-	}
+	c.store = &store{mode: o.SecretCache, clock: o.Clock, objs: map[objKey]*rollout.Object{}}
 	m, err := newMetrics(o.Registerer, o.MetricsPrefix, func() float64 { return float64(c.store.len()) })
 	if err != nil {
 		return nil, err
 	}
+	c.metrics = m
 	c.store.reads = func(k rollout.Kind) { m.reads.WithLabelValues(string(k)).Inc() }
+	return c, nil
+}
+
+// SetupWithManager registers with mgr a field index of the Secrets and
+// ConfigMaps each opted-in workload references, and one controller per workload
+// kind (Deployment, StatefulSet, DaemonSet) watching its workloads and, through
+// the index, the objects they reference. mgr must have been built with
+// c.CacheOptions and c.ClientOptions (NewManager does it).
+func (c *Controller) SetupWithManager(mgr manager.Manager) error {
+	o := c.opts
+	var cacheReader client.Reader = mgr.GetCache()
+	c.cacheReader.Store(&cacheReader)
+	c.store.cache, c.store.api = mgr.GetCache(), mgr.GetAPIReader()
 	// core/v1 Events, not events.k8s.io/v1: the latter's recorder folds every
 	// Event of the same reason on a workload into one series that keeps the
 	// first message, so "Secret a changed" would hide a later "Secret b
 	// changed". The core/v1 recorder keeps distinct messages (and aggregates
 	// and rate-limits floods); the situations it is fed are deduplicated here.
-	c.report = newReporter(mgr.GetEventRecorderFor(rollout.FieldManager), m) //nolint:staticcheck // see above
+	c.report = newReporter(mgr.GetEventRecorderFor(rollout.FieldManager), c.metrics) //nolint:staticcheck // see above
 	c.shared = &shared{budget: rollout.NewBudget(o.MaxRollouts, o.BudgetWindow), cache: mgr.GetCache()}
 	var hashOpts []rollout.HashOption
 	if o.HashKey != nil {
 		hashOpts = append(hashOpts, rollout.WithHashKey(o.HashKey))
 	}
+	m := c.metrics
 
 	for _, k := range workloadKinds {
 		if err := mgr.GetFieldIndexer().IndexField(context.Background(), k.newObj(), rollout.RefIndex, rollout.RefIndexer(refsOf)); err != nil {
-			return nil, fmt.Errorf("rollout: indexing %ss by reference: %w", k.name, err)
+			return fmt.Errorf("rollout: indexing %ss by reference: %w", k.name, err)
 		}
 		r := &reconciler{
 			kind: k, client: mgr.GetClient(), store: c.store, shared: c.shared, report: c.report,
@@ -97,30 +106,20 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 				},
 			})
 		for _, kind := range []rollout.Kind{rollout.KindSecret, rollout.KindConfigMap} {
-			h := handler.EnqueueRequestsFromMapFunc(c.mapReferrers(mgr.GetCache(), kind, k))
+			h := handler.EnqueueRequestsFromMapFunc(rollout.MapReferrers(mgr.GetCache(), kind, k.newList))
 			// Resyncs carry the same resourceVersion: nothing changed.
 			p := builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})
-			if o.CacheSecretData {
-				b = b.Watches(newDataObject(kind), h, p)
-			} else {
+			if o.SecretCache == CacheMetadata {
 				b = b.WatchesMetadata(metadataObject(kind), h, p)
+			} else {
+				b = b.Watches(newDataObject(kind), h, p)
 			}
 		}
 		if err := b.Complete(r); err != nil {
-			return nil, fmt.Errorf("rollout: building the %s controller: %w", k.name, err)
+			return fmt.Errorf("rollout: building the %s controller: %w", k.name, err)
 		}
 	}
-	return c, nil
-}
-
-// mapReferrers maps an event on a Secret or ConfigMap to the workloads of kind k
-// that reference it, and drops a stale digest of it.
-func (c *Controller) mapReferrers(cache client.Reader, kind rollout.Kind, k workloadKind) handler.MapFunc {
-	m := rollout.MapReferrers(cache, kind, k.newList)
-	return func(ctx context.Context, obj client.Object) []reconcile.Request {
-		c.store.observe(kind, obj)
-		return m(ctx, obj)
-	}
+	return nil
 }
 
 func metadataObject(kind rollout.Kind) *metav1.PartialObjectMetadata {

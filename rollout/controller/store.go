@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,20 +19,23 @@ import (
 const maxDigested = 50_000
 
 // store resolves references to rollout.Objects: per-key digests and TLS check
-// results, never data.
+// results, computed once per version of a referenced object; the data itself
+// is never kept here.
 //
-// Memory. Secrets and ConfigMaps are watched as metadata only (name, namespace,
-// uid, resourceVersion; see cacheOptions), so a Helm release Secret costs a few
-// hundred bytes, not its data. When a workload is reconciled, each object it
-// references is looked up in that metadata cache: if its resourceVersion is the
-// one already digested, the digest is reused; otherwise the object is read with
-// one GET (uncached) and digested, and its data is dropped. The data of an
-// object no opted-in workload references is never read at all.
+// Where the data comes from depends on the mode (see SecretCache):
 //
-// With Options.CacheSecretData the whole objects are cached instead (the design
-// of Reloader, wave and kagent), for comparison.
+//   - CacheReferenced: the informer cache holds the data of referenced objects
+//     (a transform drops everyone else's); a change arrives with its data and
+//     is digested from the cache. An object that became referenced after it
+//     was cached (its data dropped) is read once with a GET.
+//   - CacheMetadata: the cache holds metadata only; when its resourceVersion
+//     is not the digested one, the object is read with one GET.
+//   - CacheFull: the cache holds everything.
+//
+// An object absent from a cache, possibly lagging, is confirmed with a GET
+// before it is reported missing (a reason to refuse a rollout).
 type store struct {
-	full  bool          // objects are cached whole
+	mode  SecretCache
 	cache client.Reader // the manager's cache
 	api   client.Reader // uncached reads
 	clock clock.PassiveClock
@@ -63,33 +65,22 @@ func (s *store) lookup(ctx context.Context, namespace string) rollout.Lookup {
 
 func (s *store) get(ctx context.Context, k objKey) (*rollout.Object, error) {
 	key := client.ObjectKey{Namespace: k.namespace, Name: k.name}
-	if s.full {
-		obj := newDataObject(k.kind)
-		err := s.cache.Get(ctx, key, obj)
-		if err == nil {
-			if o := s.cached(k, obj.GetUID(), obj.GetResourceVersion()); o != nil {
-				return o, nil
-			}
-			return s.remember(k, s.digest(obj)), nil
-		}
-		if !apierrors.IsNotFound(err) {
-			return nil, err
-		}
-	} else {
-		m := &metav1.PartialObjectMetadata{}
-		m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(string(k.kind)))
-		err := s.cache.Get(ctx, key, m)
-		if err == nil {
-			if o := s.cached(k, m.UID, m.ResourceVersion); o != nil {
-				return o, nil
-			}
-		} else if !apierrors.IsNotFound(err) {
-			return nil, err
-		}
+	var cached client.Object = newDataObject(k.kind)
+	if s.mode == CacheMetadata {
+		cached = metadataObject(k.kind)
 	}
-	// Not digested at this version, or not in the cache yet: read it. A missing
-	// object is a reason to refuse a rollout, so absence in a possibly lagging
-	// cache is confirmed by the API server.
+	err := s.cache.Get(ctx, key, cached)
+	switch {
+	case err == nil:
+		if o := s.cached(k, cached.GetUID(), cached.GetResourceVersion()); o != nil {
+			return o, nil
+		}
+		if s.mode != CacheMetadata && cached.GetAnnotations()[dataDropped] == "" {
+			return s.remember(k, s.digest(cached)), nil
+		}
+	case !apierrors.IsNotFound(err):
+		return nil, err
+	}
 	obj := newDataObject(k.kind)
 	s.reads(k.kind)
 	if err := s.api.Get(ctx, key, obj); err != nil {
@@ -130,16 +121,6 @@ func (s *store) forget(k objKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.objs, k)
-}
-
-// observe drops a digest that an event shows to be stale.
-func (s *store) observe(kind rollout.Kind, obj client.Object) {
-	k := objKey{kind, obj.GetNamespace(), obj.GetName()}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if o := s.objs[k]; o != nil && o.ResourceVersion != obj.GetResourceVersion() {
-		delete(s.objs, k)
-	}
 }
 
 func (s *store) digest(obj client.Object) *rollout.Object {
