@@ -68,6 +68,9 @@ type running struct {
 	stop   sync.Once
 	logs   *syncBuffer
 	mgr    manager.Manager
+
+	seenMu sync.Mutex
+	seen   map[objKey]map[string]bool // versions of objects reconciles resolved
 }
 
 type ctrlOptions = ctrl.Options
@@ -148,6 +151,19 @@ func startControllerWith(t testing.TB, rc *rest.Config, ns string, o Options, mo
 	if err := ctl.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
+	r.seen = map[objKey]map[string]bool{}
+	ctl.shared.onLookup = func(_ string, k objKey, o *rollout.Object) {
+		rv := ""
+		if o != nil {
+			rv = o.ResourceVersion
+		}
+		r.seenMu.Lock()
+		defer r.seenMu.Unlock()
+		if r.seen[k] == nil {
+			r.seen[k] = map[string]bool{}
+		}
+		r.seen[k][rv] = true
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { r.done <- mgr.Start(ctx) }()
@@ -187,13 +203,12 @@ func (r *running) counter(kind, result, reason string) int {
 	return int(testutil.ToFloat64(r.ctl.report.metrics.rollouts.WithLabelValues(kind, result, reason)))
 }
 
-// digested reports whether the controller has read the version rv of a Secret,
-// i.e. reconciled a workload against it.
+// digested reports whether a reconcile has resolved the version rv of an
+// object, i.e. decided about a workload with it ("" for its absence).
 func (r *running) digested(kind rollout.Kind, name, rv string) bool {
-	r.ctl.store.mu.Lock()
-	defer r.ctl.store.mu.Unlock()
-	o := r.ctl.store.objs[objKey{kind, r.ns, name}]
-	return o != nil && o.ResourceVersion == rv
+	r.seenMu.Lock()
+	defer r.seenMu.Unlock()
+	return r.seen[objKey{kind, r.ns, name}][rv]
 }
 
 // waitFor polls cond every 50 ms until it holds or pollTimeout passes.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -31,12 +32,15 @@ const (
 
 // memoryReport is what a helper process prints.
 type memoryReport struct {
-	Mode         string  `json:"mode"`
-	RSSMiB       float64 `json:"rss_mib"`      // VmRSS after sync, after a GC
-	PeakRSSMiB   float64 `json:"peak_rss_mib"` // VmHWM: the peak, during the initial list
-	HeapInuseMiB float64 `json:"heap_inuse_mib"`
-	Digested     int     `json:"digested"`
-	SyncSeconds  float64 `json:"sync_seconds"`
+	Mode          string  `json:"mode"`
+	SettledRSSMiB float64 `json:"settled_rss_mib"` // VmRSS 5 s after sync, as the process left it
+	RSSMiB        float64 `json:"rss_mib"`         // VmRSS after sync, after a forced GC
+	AnonMiB       float64 `json:"anon_mib"`        // its anonymous part (heap, stacks, runtime), without the binary's pages
+	PeakRSSMiB    float64 `json:"peak_rss_mib"`    // VmHWM: the peak, during the initial list
+	HeapInuseMiB  float64 `json:"heap_inuse_mib"`
+	Goroutines    int     `json:"goroutines"`
+	Digested      int     `json:"digested"`
+	SyncSeconds   float64 `json:"sync_seconds"`
 }
 
 func runMemoryHelper() int {
@@ -91,26 +95,38 @@ func memoryHelper() error {
 		}
 	}
 	synced := time.Since(start)
-	time.Sleep(2 * time.Second) // let the initial reconciles settle
+	time.Sleep(5 * time.Second) // let the initial reconciles settle
+	settled, _, _, err := procMemory()
+	if err != nil {
+		return err
+	}
 	runtime.GC()
 	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	rss, hwm, err := procMemory()
+	rss, anon, hwm, err := procMemory()
 	if err != nil {
 		return err
 	}
+	if p := os.Getenv("HOTCERT_BENCH_HEAP_PROFILE"); p != "" {
+		f, err := os.Create(p + "." + mode)
+		if err == nil {
+			_ = pprof.WriteHeapProfile(f)
+			_ = f.Close()
+		}
+	}
 	return json.NewEncoder(os.Stdout).Encode(memoryReport{
-		Mode: mode, RSSMiB: rss, PeakRSSMiB: hwm, HeapInuseMiB: float64(ms.HeapInuse) / (1 << 20),
+		Mode: mode, SettledRSSMiB: settled, RSSMiB: rss, AnonMiB: anon, PeakRSSMiB: hwm,
+		HeapInuseMiB: float64(ms.HeapInuse) / (1 << 20), Goroutines: runtime.NumGoroutine(),
 		Digested: ctl.store.len(), SyncSeconds: synced.Seconds(),
 	})
 }
 
-// procMemory reads VmRSS and VmHWM of this process, in MiB.
-func procMemory() (rss, hwm float64, err error) {
+// procMemory reads VmRSS, RssAnon and VmHWM of this process, in MiB.
+func procMemory() (rss, anon, hwm float64, err error) {
 	raw, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	for _, line := range strings.Split(string(raw), "\n") {
 		f := strings.Fields(line)
@@ -121,9 +137,11 @@ func procMemory() (rss, hwm float64, err error) {
 		switch f[0] {
 		case "VmRSS:":
 			rss = kb / 1024
+		case "RssAnon:":
+			anon = kb / 1024
 		case "VmHWM:":
 			hwm = kb / 1024
 		}
 	}
-	return rss, hwm, nil
+	return rss, anon, hwm, nil
 }

@@ -35,6 +35,12 @@ type Config struct {
 	MetricsAddr string // Prometheus /metrics; "0" disables
 	ProbeAddr   string // /healthz and /readyz; "0" disables
 
+	// QPS and Burst limit the controller's requests to the API server
+	// (client-go's defaults, 5 and 10, would make a start with many workloads
+	// to adopt take minutes).
+	QPS   float32
+	Burst int
+
 	LeaderElect             bool
 	LeaderElectionID        string
 	LeaderElectionNamespace string // default: the pod's namespace
@@ -57,6 +63,8 @@ func DefaultConfig() Config {
 		},
 		MetricsAddr:      ":8080",
 		ProbeAddr:        ":8081",
+		QPS:              50,
+		Burst:            100,
 		LeaderElect:      true,
 		LeaderElectionID: "hotcert-controller",
 		LeaseDuration:    15 * time.Second,
@@ -79,13 +87,15 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.MetricsPrefix, "metrics-prefix", c.MetricsPrefix, "prefix of the controller's metric names")
 	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", c.MetricsAddr, "address of the Prometheus /metrics endpoint (0 disables)")
 	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", c.ProbeAddr, "address of the /healthz and /readyz endpoints (0 disables)")
+	fs.Float32Var(&c.QPS, "kube-api-qps", c.QPS, "requests per second to the API server")
+	fs.IntVar(&c.Burst, "kube-api-burst", c.Burst, "burst of requests to the API server")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect, "elect a leader among replicas with a Lease; only the leader rolls workloads")
 	fs.StringVar(&c.LeaderElectionID, "leader-election-id", c.LeaderElectionID, "name of the leader election Lease")
 	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", c.LeaderElectionNamespace, "namespace of the leader election Lease (default: the pod's namespace)")
 	fs.DurationVar(&c.LeaseDuration, "leader-election-lease-duration", c.LeaseDuration, "leader election lease duration")
 	fs.DurationVar(&c.RenewDeadline, "leader-election-renew-deadline", c.RenewDeadline, "leader election renew deadline")
 	fs.DurationVar(&c.RetryPeriod, "leader-election-retry-period", c.RetryPeriod, "leader election retry period")
-	fs.StringVar((*string)(&c.SecretCache), "secret-cache", string(c.SecretCache), "what to watch and cache of Secrets and ConfigMaps: referenced (data of referenced objects only), metadata (metadata only; one GET per change), full (everything; for comparison)")
+	fs.StringVar((*string)(&c.SecretCache), "secret-cache", string(c.SecretCache), "how to watch Secrets and ConfigMaps: referenced (whole objects, keep digests of referenced ones only: no read per change), metadata (metadata only, one GET per change of a referenced object: least memory and traffic), full (cache everything, as Reloader and wave do; for comparison)")
 }
 
 // Validate checks c (it reads no file).
@@ -121,10 +131,24 @@ func (c *Config) loadHashKey() error {
 
 // RESTConfig returns the API server configuration c points at.
 func (c *Config) RESTConfig() (*rest.Config, error) {
+	var rc *rest.Config
+	var err error
 	if c.Kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+		rc, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	} else {
+		rc, err = ctrl.GetConfig()
 	}
-	return ctrl.GetConfig()
+	if err != nil {
+		return nil, err
+	}
+	if c.QPS > 0 {
+		rc.QPS = c.QPS
+	}
+	if c.Burst > 0 {
+		rc.Burst = c.Burst
+	}
+	rc.UserAgent = "hotcert-controller"
+	return rc, nil
 }
 
 // NewManager returns a manager running the rollout controller, with its cache

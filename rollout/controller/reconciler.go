@@ -41,6 +41,9 @@ type reconciler struct {
 type shared struct {
 	budget *rollout.Budget
 	cache  client.Reader
+	// onLookup, for tests, sees every object a reconcile resolves (nil when
+	// the object is missing).
+	onLookup func(workload string, k objKey, o *rollout.Object)
 
 	seedMu sync.Mutex
 	seeded bool
@@ -104,7 +107,16 @@ func (r *reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	tmpl := rollout.PodTemplate(obj)
 	refs := rollout.PodSpecRefs(&tmpl.Spec)
-	cfg, err := rollout.Compute(obj.GetNamespace(), refs, r.store.lookup(ctx, obj.GetNamespace()), r.hashOpts...)
+	lookup := r.store.lookup(ctx, obj.GetNamespace())
+	if hook := r.shared.onLookup; hook != nil {
+		inner := lookup
+		lookup = func(kind rollout.Kind, name string) (*rollout.Object, error) {
+			o, err := inner(kind, name)
+			hook(key, objKey{kind, obj.GetNamespace(), name}, o)
+			return o, err
+		}
+	}
+	cfg, err := rollout.Compute(obj.GetNamespace(), refs, lookup, r.hashOpts...)
 	if err != nil {
 		return reconcile.Result{}, err
 	}

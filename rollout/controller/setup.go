@@ -33,6 +33,7 @@ type Controller struct {
 	shared      *shared
 	report      *reporter
 	recs        []*reconciler
+	namespaces  []string
 	cacheReader atomic.Pointer[client.Reader]
 }
 
@@ -44,7 +45,7 @@ func New(o Options) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{opts: o}
-	c.store = &store{mode: o.SecretCache, clock: o.Clock, objs: map[objKey]*rollout.Object{}}
+	c.store = &store{mode: o.SecretCache, clock: o.Clock, entries: map[objKey]*entry{}, isReferenced: c.isReferenced}
 	m, err := newMetrics(o.Registerer, o.MetricsPrefix, func() float64 { return float64(c.store.len()) })
 	if err != nil {
 		return nil, err
@@ -64,6 +65,13 @@ func (c *Controller) SetupWithManager(mgr manager.Manager) error {
 	var cacheReader client.Reader = mgr.GetCache()
 	c.cacheReader.Store(&cacheReader)
 	c.store.cache, c.store.api = mgr.GetCache(), mgr.GetAPIReader()
+	var watcher *refWatcher
+	if o.SecretCache != CacheFull {
+		watcher = newRefWatcher(o.SecretCache, c.namespaces, c.store, mgr.GetConfig())
+		if err := mgr.Add(watcher); err != nil {
+			return err
+		}
+	}
 	// core/v1 Events, not events.k8s.io/v1: the latter's recorder folds every
 	// Event of the same reason on a workload into one series that keeps the
 	// first message, so "Secret a changed" would hide a later "Secret b
@@ -105,14 +113,14 @@ func (c *Controller) SetupWithManager(mgr manager.Manager) error {
 					return q
 				},
 			})
-		for _, kind := range []rollout.Kind{rollout.KindSecret, rollout.KindConfigMap} {
-			h := handler.EnqueueRequestsFromMapFunc(rollout.MapReferrers(mgr.GetCache(), kind, k.newList))
-			// Resyncs carry the same resourceVersion: nothing changed.
-			p := builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})
-			if o.SecretCache == CacheMetadata {
-				b = b.WatchesMetadata(metadataObject(kind), h, p)
-			} else {
-				b = b.Watches(newDataObject(kind), h, p)
+		mapper := func(kind rollout.Kind) handler.MapFunc { return rollout.MapReferrers(mgr.GetCache(), kind, k.newList) }
+		if watcher != nil {
+			b = b.WatchesRawSource(&refSource{w: watcher, mapper: mapper})
+		} else {
+			for _, kind := range []rollout.Kind{rollout.KindSecret, rollout.KindConfigMap} {
+				// Resyncs carry the same resourceVersion: nothing changed.
+				b = b.Watches(newDataObject(kind), handler.EnqueueRequestsFromMapFunc(mapper(kind)),
+					builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}))
 			}
 		}
 		if err := b.Complete(r); err != nil {

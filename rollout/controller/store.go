@@ -13,36 +13,33 @@ import (
 	"github.com/hotcert/hotcert/rollout"
 )
 
-// maxDigested bounds the digests kept in memory. Only referenced objects are
-// digested, so real clusters stay far below it; past it, entries are dropped
-// and read again when needed.
-const maxDigested = 50_000
-
-// store resolves references to rollout.Objects: per-key digests and TLS check
-// results, computed once per version of a referenced object; the data itself
-// is never kept here.
+// store resolves references to rollout.Objects: the digest of each key of a
+// referenced object and the result of its TLS check, never its data.
 //
-// Where the data comes from depends on the mode (see SecretCache):
+// It holds one entry per referenced object: its uid and resourceVersion as the
+// watch last saw them, and the digest of that version once known. Where the
+// digest comes from depends on the mode (see SecretCache):
 //
-//   - CacheReferenced: the informer cache holds the data of referenced objects
-//     (a transform drops everyone else's); a change arrives with its data and
-//     is digested from the cache. An object that became referenced after it
-//     was cached (its data dropped) is read once with a GET.
-//   - CacheMetadata: the cache holds metadata only; when its resourceVersion
-//     is not the digested one, the object is read with one GET.
-//   - CacheFull: the cache holds everything.
+//   - CacheReferenced: refWatcher digests the object from the watch event
+//     itself;
+//   - CacheMetadata: the watch brings the new resourceVersion only, and the
+//     first reconcile that needs the new version reads it with one GET;
+//   - CacheFull: the manager's informer cache holds whole objects; they are
+//     digested from it, once per version.
 //
-// An object absent from a cache, possibly lagging, is confirmed with a GET
-// before it is reported missing (a reason to refuse a rollout).
+// An object the store does not know (not referenced when its last event came,
+// or not listed yet) is read with a GET, and a missing object is always
+// confirmed by the API server before a rollout is refused for it.
 type store struct {
-	mode  SecretCache
-	cache client.Reader // the manager's cache
-	api   client.Reader // uncached reads
-	clock clock.PassiveClock
-	reads func(kind rollout.Kind)
+	mode         SecretCache
+	cache        client.Reader // CacheFull: the manager's cache
+	api          client.Reader // uncached reads
+	clock        clock.PassiveClock
+	reads        func(kind rollout.Kind)
+	isReferenced func(kind rollout.Kind, namespace, name string) bool
 
-	mu   sync.Mutex
-	objs map[objKey]*rollout.Object
+	mu      sync.Mutex
+	entries map[objKey]*entry
 }
 
 type objKey struct {
@@ -50,10 +47,22 @@ type objKey struct {
 	namespace, name string
 }
 
+type entry struct {
+	uid types.UID
+	rv  string
+	obj *rollout.Object // the digest of version rv, or nil until read
+}
+
 func (s *store) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.objs)
+	n := 0
+	for _, e := range s.entries {
+		if e.obj != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // lookup returns the rollout.Lookup for namespace.
@@ -65,22 +74,27 @@ func (s *store) lookup(ctx context.Context, namespace string) rollout.Lookup {
 
 func (s *store) get(ctx context.Context, k objKey) (*rollout.Object, error) {
 	key := client.ObjectKey{Namespace: k.namespace, Name: k.name}
-	var cached client.Object = newDataObject(k.kind)
-	if s.mode == CacheMetadata {
-		cached = metadataObject(k.kind)
-	}
-	err := s.cache.Get(ctx, key, cached)
-	switch {
-	case err == nil:
-		if o := s.cached(k, cached.GetUID(), cached.GetResourceVersion()); o != nil {
-			return o, nil
+	if s.mode == CacheFull {
+		obj := newDataObject(k.kind)
+		err := s.cache.Get(ctx, key, obj)
+		if err == nil {
+			s.observed(k, obj.GetUID(), obj.GetResourceVersion(), obj)
+			if o := s.current(k); o != nil {
+				return o, nil
+			}
+		} else if !apierrors.IsNotFound(err) {
+			return nil, err
 		}
-		if s.mode != CacheMetadata && cached.GetAnnotations()[dataDropped] == "" {
-			return s.remember(k, s.digest(cached)), nil
-		}
-	case !apierrors.IsNotFound(err):
-		return nil, err
+	} else if o := s.current(k); o != nil {
+		return o, nil
 	}
+	// Unknown, or its new version not read yet.
+	s.mu.Lock()
+	var seenRV string
+	if e := s.entries[k]; e != nil {
+		seenRV = e.rv
+	}
+	s.mu.Unlock()
 	obj := newDataObject(k.kind)
 	s.reads(k.kind)
 	if err := s.api.Get(ctx, key, obj); err != nil {
@@ -90,37 +104,68 @@ func (s *store) get(ctx context.Context, k objKey) (*rollout.Object, error) {
 		}
 		return nil, err
 	}
-	return s.remember(k, s.digest(obj)), nil
-}
-
-func (s *store) cached(k objKey, uid types.UID, rv string) *rollout.Object {
+	o := s.digest(obj)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if o := s.objs[k]; o != nil && o.ResourceVersion == rv && o.UID == uid {
-		return o
+	// Keep what the watch recorded meanwhile, if it moved on during the GET:
+	// that version will be read by the reconcile its event triggers.
+	if e := s.entries[k]; e == nil || e.rv == seenRV {
+		s.entries[k] = &entry{uid: obj.GetUID(), rv: obj.GetResourceVersion(), obj: o}
+	}
+	return o, nil
+}
+
+// current returns the digest of the version the store last saw, if known.
+func (s *store) current(k objKey) *rollout.Object {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.entries[k]; e != nil && e.obj != nil && e.obj.ResourceVersion == e.rv && e.obj.UID == e.uid {
+		return e.obj
 	}
 	return nil
 }
 
-func (s *store) remember(k objKey, o *rollout.Object) *rollout.Object {
+// observed records a version of a referenced object seen by a watch or a
+// cache, digesting it if raw holds its data, and reports whether the version
+// is new to the store.
+func (s *store) observed(k objKey, uid types.UID, rv string, raw any) bool {
+	s.mu.Lock()
+	if e := s.entries[k]; e != nil && e.uid == uid && e.rv == rv {
+		s.mu.Unlock()
+		return false
+	}
+	s.mu.Unlock()
+	var o *rollout.Object
+	switch raw.(type) {
+	case *corev1.Secret, *corev1.ConfigMap:
+		o = s.digest(raw.(client.Object))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.objs) >= maxDigested {
-		for old := range s.objs { // drop an arbitrary tenth
-			delete(s.objs, old)
-			if len(s.objs) < maxDigested*9/10 {
-				break
-			}
-		}
-	}
-	s.objs[k] = o
-	return o
+	s.entries[k] = &entry{uid: uid, rv: rv, obj: o}
+	return true
 }
 
-func (s *store) forget(k objKey) {
+// forget drops an object, reporting whether the store knew it.
+func (s *store) forget(k objKey) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.objs, k)
+	_, ok := s.entries[k]
+	delete(s.entries, k)
+	return ok
+}
+
+// keys lists the known objects of kind in namespace ("" for all).
+func (s *store) keys(kind rollout.Kind, namespace string) []objKey {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []objKey
+	for k := range s.entries {
+		if k.kind == kind && (namespace == "" || k.namespace == namespace) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func (s *store) digest(obj client.Object) *rollout.Object {
