@@ -393,10 +393,10 @@ func scrape(url, name string) float64 {
 	return -1
 }
 
-func freePort(b *testing.B) int {
+func freePort(tb testing.TB) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port

@@ -87,6 +87,9 @@ func mustJSON(v any) []byte {
 
 var testCA = hotcerttest.MustNewCA()
 
+// hotcertCA returns a fresh CA.
+func hotcertCA() *hotcerttest.CA { return hotcerttest.MustNewCA() }
+
 // issue returns a fresh leaf certificate and key.
 func issue() *hotcerttest.Leaf { return testCA.MustIssue() }
 

@@ -121,6 +121,10 @@ func (r *reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	ann := obj.GetAnnotations()
+	interval, err := rollout.MinInterval(ann, r.opts.MinInterval)
+	if err != nil {
+		r.report.warnAnnotation(obj, key, err)
+	}
 	state := rollout.StateOf(ann)
 	dry := r.opts.DryRun || rollout.IsTrue(ann, rollout.AnnotationDryRun)
 	now := r.opts.Clock.Now().UTC().Truncate(time.Millisecond)
@@ -174,10 +178,6 @@ func (r *reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	// Rate control, all of it derived from the API: the last rollout time from
 	// the workload's annotation, the previous rollout's progress from its
 	// status. A deferral is a RequeueAfter, never an in-memory timer.
-	interval, err := rollout.MinInterval(ann, r.opts.MinInterval)
-	if err != nil {
-		r.report.warnAnnotation(obj, key, err)
-	}
 	if next := state.NextRollout(interval, now); !next.IsZero() {
 		r.report.report(obj, r.kind.name, key, "interval/"+next.String(), ResultDeferred, ReasonMinInterval, corev1.EventTypeNormal, EventDeferred,
 			fmt.Sprintf("%s; rolling at %s, %s after the last rollout (minimum interval)", what, next.Format(time.RFC3339), interval))
