@@ -70,6 +70,17 @@ func (b *Budget) Take(workload string, now time.Time) (retryAt time.Time) {
 	return time.Time{}
 }
 
+// Release gives back the rollout Take spent for workload at now, when the
+// rollout could not be made after all.
+func (b *Budget) Release(workload string, now time.Time) {
+	if b == nil || b.max <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.events, budgetEvent{workload, now.UTC().Truncate(time.Millisecond)})
+}
+
 // Used returns how many rollouts count against the budget at now.
 func (b *Budget) Used(now time.Time) int {
 	if b == nil {

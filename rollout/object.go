@@ -64,15 +64,6 @@ func ConfigMapObject(c *corev1.ConfigMap, now time.Time) *Object {
 	return o
 }
 
-// Size estimates the memory an Object holds, in bytes.
-func (o *Object) Size() int {
-	n := 200 + len(o.Namespace) + len(o.Name) + len(o.ResourceVersion)
-	for k := range o.Keys {
-		n += len(k) + len(Digest{}) + 16
-	}
-	return n + 100*len(o.Problems)
-}
-
 func sortedKeys[V any](m map[string]V) []string {
 	return slices.SortedFunc(maps.Keys(m), cmp.Compare[string])
 }

@@ -107,6 +107,10 @@ func TestBudget(t *testing.T) {
 	if used := b.Used(now.Add(31 * time.Second)); used != 3 {
 		t.Errorf("used = %d", used)
 	}
+	b.Release("w3", now.Add(31*time.Second))
+	if used := b.Used(now.Add(31 * time.Second)); used != 2 {
+		t.Errorf("used after release = %d", used)
+	}
 	if retry := rollout.NewBudget(-1, time.Minute).Take("w", now); !retry.IsZero() {
 		t.Error("unlimited budget refused")
 	}

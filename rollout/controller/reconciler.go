@@ -78,8 +78,8 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		if apierrors.IsConflict(err) {
 			// Someone wrote the workload since the cache saw it: decide again on
-			// the new version.
-			return reconcile.Result{Requeue: true}, nil
+			// the new version (its event is on its way too).
+			return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
 		}
 		r.report.metrics.errors.WithLabelValues(r.kind.name).Inc()
 	}
@@ -207,6 +207,7 @@ func (r *reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	rollout.Stamp(rollout.PodTemplate(obj), cfg.Hash)
 	setAnnotations(obj, state.Rolled(cfg, now).Annotations())
 	if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(rollout.FieldManager)); err != nil {
+		r.shared.budget.Release(key, now)
 		return reconcile.Result{}, err
 	}
 	r.settled(key)

@@ -68,17 +68,18 @@ func (w *refWatcher) Start(ctx context.Context) error {
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
+	kinds := []rollout.Kind{rollout.KindSecret, rollout.KindConfigMap}
+	w.mu.Lock()
+	w.unsynced = len(kinds) * len(namespaces)
+	w.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, kind := range []rollout.Kind{rollout.KindSecret, rollout.KindConfigMap} {
+	for _, kind := range kinds {
 		for _, ns := range namespaces {
 			lw, expected := w.listWatch(cs, mc, kind, ns)
 			rs := &refStore{w: w, kind: kind, namespace: ns}
 			r := toolscache.NewReflectorWithOptions(lw, expected, rs, toolscache.ReflectorOptions{
 				Name: fmt.Sprintf("hotcert %s %s", kind, ns),
 			})
-			w.mu.Lock()
-			w.unsynced++
-			w.mu.Unlock()
 			wg.Go(func() { r.RunWithContext(ctx) })
 		}
 	}

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"fmt"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -108,11 +107,4 @@ func (r *reporter) forget(key string) {
 	delete(r.last, key)
 	delete(r.last, key+"#annotation")
 	r.clearPendingLocked(key)
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return fmt.Sprintf("%d %s", n, one)
-	}
-	return fmt.Sprintf("%d %s", n, many)
 }
