@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 }
 
 // pollTimeout bounds every wait for the cluster to converge.
-const pollTimeout = 30 * time.Second
+const pollTimeout = 60 * time.Second
 
 func testContext(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
