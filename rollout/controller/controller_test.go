@@ -607,3 +607,23 @@ func TestUnreferencedSecretsAreNeverCached(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitTimeout: a previous rollout that never finishes delays a change by
+// at most the wait timeout.
+func TestWaitTimeout(t *testing.T) {
+	t.Parallel()
+	ns := env.NewNamespace(t)
+	createSecret(t, secret(ns, "s", map[string]string{"a": "1"}))
+	create(t, deployment(ns, "app", 1, envFrom("s", "a"), optIn)) // never ready: there are no nodes
+	o := testOptions()
+	o.RolloutWaitTimeout = 2 * time.Second
+	startController(t, ns, o)
+	waitAdopted(t, ns, "app")
+	start := time.Now()
+	updateSecret(t, ns, "s", setKey("a", "2"))
+	waitEvent(t, ns, "app", EventDeferred, "waiting for the previous rollout to finish")
+	waitReplicaSets(t, ns, "app", 2)
+	if el := time.Since(start); el < 2*time.Second {
+		t.Fatalf("rolled after %s, inside the 2s wait timeout", el)
+	}
+}

@@ -1,0 +1,28 @@
+// Package controller is hotcert's rollout controller (`hotcert controller`): it
+// rolls the Deployments, StatefulSets and DaemonSets annotated
+// hotcert.dev/rollout-on-change: "true" when a Secret or ConfigMap key they
+// consume changes, with the parts of package rollout.
+//
+// Use it as a process with Run (or NewManager), or inside a manager of your own:
+//
+//	ctl, err := controller.New(controller.Options{MinInterval: 5 * time.Minute})
+//	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+//		Cache:  ctl.CacheOptions(),  // workloads without what the controller never reads
+//		Client: ctl.ClientOptions(), // Secrets are never read through the cache
+//	})
+//	err = ctl.SetupWithManager(mgr)
+//
+// Per workload, each reconcile resolves what its pod template consumes, hashes
+// those keys, and compares them with the baseline recorded in the workload's
+// annotations: opting in records the baseline without a rollout; a content
+// change rolls the workload by stamping the pod-template annotation
+// hotcert.dev/config-hash — unless a required object or key is missing or TLS
+// content is unusable (refused), the minimum interval since the last rollout
+// has not passed, the previous rollout has not finished, or the global budget
+// is spent (deferred). Every decision is an Event on the workload and a
+// Prometheus metric; every piece of state lives in the API.
+//
+// Secrets and ConfigMaps are not cached: the controller's own reflector keeps,
+// of each object an opted-in workload references, only the digests of its
+// keys, and nothing at all of the others (see SecretCache).
+package controller
