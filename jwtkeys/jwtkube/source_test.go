@@ -110,6 +110,8 @@ func TestSecretRotation(t *testing.T) {
 	if _, err := ks.Verify(tok); err != nil {
 		t.Fatalf("token signed before the rotation: %v", err)
 	}
+	// The key set is published before its log line is written: wait for the line.
+	testutil.WaitFor(t, "the rotation line", func() bool { return logs.Count("JWT signing key rotated") >= 1 })
 	if n := logs.Count("JWT signing key rotated"); n != 1 {
 		t.Fatalf("%d rotation lines, want 1:\n%s", n, logs)
 	}
