@@ -123,6 +123,7 @@ func TestReloaderSwapsGoodContentAndKeepsLastGood(t *testing.T) {
 
 	h.src.Set(identity(c), nil) // the next good write recovers
 	testutil.WaitFor(t, "c served", func() bool { return serial(h.r.Current()) == c.Cert.SerialNumber.String() })
+	testutil.WaitFor(t, "the reload to be observed", func() bool { return h.obs.Loads() >= 2 }) // observed just after publication
 	if loads, f := h.obs.Loads(), len(h.obs.Failures()); loads != 2 || f != 1 {
 		t.Fatalf("loads %d failures %d, want 2 and 1", loads, f)
 	}

@@ -142,6 +142,8 @@ func TestKubeletSwapTwiceInARow(t *testing.T) {
 		l := f.leaf()
 		f.writeLeaf(l)
 		f.waitServing(l)
+		// The observer hears of a swap just after it is published: wait for it.
+		testutil.WaitFor(t, "the reload to be observed", func() bool { return f.obs.Loads() >= i+1 })
 		if got := f.obs.Loads(); got != i+1 {
 			t.Fatalf("after swap %d: %d reloads", i+1, got)
 		}
