@@ -35,6 +35,14 @@ type Config struct {
 	MetricsAddr string // Prometheus /metrics; "0" disables
 	ProbeAddr   string // /healthz and /readyz; "0" disables
 
+	// WebhookAddr serves the admission webhook that keeps the stamp and the
+	// controller's state when an owner controller rewrites a workload (see
+	// package rollout/chain/webhook); "" or "0" disables it. WebhookCertFile
+	// and WebhookKeyFile are its serving certificate and key, hot-reloaded.
+	WebhookAddr     string
+	WebhookCertFile string
+	WebhookKeyFile  string
+
 	// QPS and Burst limit the controller's requests to the API server
 	// (client-go's defaults, 5 and 10, would make a start with many workloads
 	// to adopt take minutes).
@@ -60,9 +68,11 @@ func DefaultConfig() Config {
 			MaxConcurrentReconciles: DefaultMaxConcurrency,
 			MetricsPrefix:           DefaultMetricsPrefix,
 			SecretCache:             CacheReferenced,
+			ReferenceRules:          true,
 		},
 		MetricsAddr:      ":8080",
 		ProbeAddr:        ":8081",
+		WebhookAddr:      "0",
 		QPS:              50,
 		Burst:            100,
 		LeaderElect:      true,
@@ -95,6 +105,10 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.LeaseDuration, "leader-election-lease-duration", c.LeaseDuration, "leader election lease duration")
 	fs.DurationVar(&c.RenewDeadline, "leader-election-renew-deadline", c.RenewDeadline, "leader election renew deadline")
 	fs.DurationVar(&c.RetryPeriod, "leader-election-retry-period", c.RetryPeriod, "leader election retry period")
+	fs.BoolVar(&c.ReferenceRules, "reference-rules", c.ReferenceRules, "follow ReferenceRules (hotcert.dev/v1alpha1): roll the workloads of custom resources whose chains reach a changed Secret or ConfigMap (needs the ReferenceRule CRD, and read access to the kinds the rules name)")
+	fs.StringVar(&c.WebhookAddr, "webhook-bind-address", c.WebhookAddr, "address of the admission webhook that keeps the rollout stamp when an owner controller rewrites a workload's pod template, e.g. :9443 (0 disables)")
+	fs.StringVar(&c.WebhookCertFile, "webhook-cert-file", c.WebhookCertFile, "serving certificate (chain) of the webhook, PEM; reloaded when it changes")
+	fs.StringVar(&c.WebhookKeyFile, "webhook-key-file", c.WebhookKeyFile, "private key of the webhook's serving certificate, PEM")
 	fs.StringVar((*string)(&c.SecretCache), "secret-cache", string(c.SecretCache), "how to watch Secrets and ConfigMaps: referenced (whole objects, keep digests of referenced ones only: no read per change), metadata (metadata only, one GET per change of a referenced object: least memory and traffic), full (cache everything, as Reloader and wave do; for comparison)")
 }
 
@@ -106,11 +120,16 @@ func (c *Config) Validate() error {
 	if c.LeaderElect && c.LeaderElectionID == "" {
 		return errors.New("--leader-election-id is empty")
 	}
+	if c.webhookEnabled() && (c.WebhookCertFile == "" || c.WebhookKeyFile == "") {
+		return errors.New("--webhook-bind-address needs --webhook-cert-file and --webhook-key-file")
+	}
 	if c.MinInterval == 0 {
 		c.MinInterval = -1 // Options' zero means "default"; --min-interval=0 means none
 	}
 	return c.Options.Validate()
 }
+
+func (c *Config) webhookEnabled() bool { return c.WebhookAddr != "" && c.WebhookAddr != "0" }
 
 // loadHashKey reads HashKeyFile into HashKey.
 func (c *Config) loadHashKey() error {
@@ -178,6 +197,15 @@ func NewManager(rc *rest.Config, c Config, logger logr.Logger) (manager.Manager,
 	}
 	if err := ctl.SetupWithManager(mgr); err != nil {
 		return nil, nil, err
+	}
+	if c.webhookEnabled() {
+		ws, err := newWebhookServer(c.WebhookAddr, c.WebhookCertFile, c.WebhookKeyFile, logger, c.Options)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := mgr.Add(ws); err != nil {
+			return nil, nil, err
+		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, nil, err

@@ -70,6 +70,14 @@ type Options struct {
 	// SecretCache says what the controller keeps of Secrets and ConfigMaps
 	// (default CacheReferenced); see the SecretCache constants.
 	SecretCache SecretCache
+	// ReferenceRules makes the controller follow ReferenceRules
+	// (hotcert.dev/v1alpha1, see package rollout/chain): a workload that a
+	// rule's chain reaches (an Agent's Deployment, through its ModelConfig, to
+	// a Secret) is managed as if opted in, and what the chain consumes is
+	// hashed with what its pod spec consumes. The ReferenceRule CRD must be
+	// installed, and the controller must be able to read the kinds the rules
+	// name.
+	ReferenceRules bool
 	// AlsoReferenced, if set, names more objects whose data CacheReferenced
 	// keeps (e.g. Secrets a custom resource chain references): it is asked
 	// about every object no opted-in workload's pod spec references. It must be
