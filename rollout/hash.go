@@ -21,7 +21,8 @@ type Problem struct {
 	Name string
 	// Key is empty when the problem is the whole object.
 	Key string
-	// Reason is ReasonMissingObject, ReasonMissingKey or ReasonInvalidTLS.
+	// Reason is ReasonMissingObject, ReasonMissingKey, ReasonInvalidTLS or
+	// ReasonOutOfScope.
 	Reason string
 	// Detail says what is wrong; it never holds secret data.
 	Detail string
@@ -32,17 +33,22 @@ const (
 	ReasonMissingObject = "missing_object"
 	ReasonMissingKey    = "missing_key"
 	ReasonInvalidTLS    = "invalid_tls"
+	// ReasonOutOfScope: a chain of custom resources leads to an object in a
+	// namespace the controller does not watch.
+	ReasonOutOfScope = "out_of_scope"
 )
 
 func (p Problem) String() string {
-	switch p.Reason {
-	case ReasonMissingObject:
-		return fmt.Sprintf("%s %s not found", p.Kind, p.Name)
-	case ReasonMissingKey:
-		return fmt.Sprintf("%s %s has no key %s", p.Kind, p.Name, p.Key)
-	default:
+	switch {
+	case p.Detail != "":
 		// The detail names the object and key already.
 		return p.Detail
+	case p.Reason == ReasonMissingObject:
+		return fmt.Sprintf("%s %s not found", p.Kind, DisplayName(p.Name))
+	case p.Reason == ReasonMissingKey:
+		return fmt.Sprintf("%s %s has no key %s", p.Kind, DisplayName(p.Name), p.Key)
+	default:
+		return fmt.Sprintf("%s %s: %s", p.Kind, DisplayName(p.Name), p.Reason)
 	}
 }
 

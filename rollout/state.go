@@ -87,9 +87,9 @@ func (c Change) String() string {
 	case c.Name == "":
 		return "consumed content " + c.What
 	case c.Key == "":
-		return fmt.Sprintf("%s %s %s", c.Kind, c.Name, c.What)
+		return fmt.Sprintf("%s %s %s", c.Kind, DisplayName(c.Name), c.What)
 	default:
-		return fmt.Sprintf("%s %s key %s %s", c.Kind, c.Name, c.Key, c.What)
+		return fmt.Sprintf("%s %s key %s %s", c.Kind, DisplayName(c.Name), c.Key, c.What)
 	}
 }
 

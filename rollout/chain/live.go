@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -36,6 +37,9 @@ type Live struct {
 	dyn       dynamic.Interface
 	mapper    meta.RESTMapper
 	namespace string
+	logger    logr.Logger
+	inScope   func(namespace string) bool // nil: every namespace
+	syncWarn  time.Duration
 
 	cur     atomic.Pointer[Resolver]
 	lastErr atomic.Pointer[error]
@@ -47,11 +51,50 @@ type Live struct {
 // ReferenceRules is the resource of v1alpha1.ReferenceRule.
 var ReferenceRules = v1alpha1.GroupVersion.WithResource("referencerules")
 
+// LiveOption configures a Live.
+type LiveOption interface{ applyLive(*Live) }
+
+type liveOptionFunc func(*Live)
+
+func (f liveOptionFunc) applyLive(l *Live) { f(l) }
+
+// WithLogger makes Live log, once each, the rules it starts following, the
+// rules it cannot use and why, and a ReferenceRule CRD it cannot list (default:
+// no logging).
+func WithLogger(l logr.Logger) LiveOption {
+	return liveOptionFunc(func(lv *Live) { lv.logger = l })
+}
+
+// WithNamespaces restricts the workloads Live reports through MapData and
+// Source to these namespaces (for a controller that watches several
+// namespaces; its Resolvers then inform in all of them).
+func WithNamespaces(namespaces ...string) LiveOption {
+	return liveOptionFunc(func(l *Live) {
+		set := map[string]bool{}
+		for _, ns := range namespaces {
+			set[ns] = true
+		}
+		l.inScope = func(ns string) bool { return set[ns] }
+	})
+}
+
 // NewLive returns a Live that follows ReferenceRules through dyn; its
 // Resolvers inform in namespace ("" for all).
-func NewLive(dyn dynamic.Interface, mapper meta.RESTMapper, namespace string) *Live {
-	return &Live{dyn: dyn, mapper: mapper, namespace: namespace}
+func NewLive(dyn dynamic.Interface, mapper meta.RESTMapper, namespace string, opts ...LiveOption) *Live {
+	l := &Live{dyn: dyn, mapper: mapper, namespace: namespace, logger: logr.Discard(), syncWarn: 30 * time.Second}
+	for _, o := range opts {
+		o.applyLive(l)
+	}
+	return l
 }
+
+// NeedLeaderElection: Live runs on standby replicas too, so that a new leader
+// starts with its graph ready.
+func (l *Live) NeedLeaderElection() bool { return false }
+
+// Ready reports whether a graph is in use: the ReferenceRules were listed and
+// compiled at least once (with no rules, an empty graph).
+func (l *Live) Ready() bool { return l.cur.Load() != nil }
 
 // Resolver returns the current Resolver, nil before the first rules compiled.
 func (l *Live) Resolver() *Resolver { return l.cur.Load() }
@@ -101,8 +144,14 @@ func (l *Live) Start(ctx context.Context) error {
 	}
 	f.Start(ctx.Done())
 	defer f.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		return ctx.Err()
+	warn := time.AfterFunc(l.syncWarn, func() {
+		l.logger.Error(nil, "cannot list ReferenceRules: is the CRD referencerules.hotcert.dev installed, and may the controller list it? Workloads reached through custom resources are not rolled until then",
+			"waited", l.syncWarn.String())
+	})
+	synced := cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
+	warn.Stop()
+	if !synced {
+		return nil // ctx ended
 	}
 	signal(nil)
 	retry := time.Second
@@ -121,6 +170,9 @@ func (l *Live) Start(ctx context.Context) error {
 		}
 		timer = nil
 		if err := l.rebuild(ctx, inf.GetStore().List()); err != nil {
+			if prev := l.Err(); prev == nil || prev.Error() != err.Error() {
+				l.logger.Error(err, "ReferenceRules not applied; the previous ones stay in use", "retry_in", retry.String())
+			}
 			l.lastErr.Store(&err)
 			timer = time.After(retry)
 			retry = min(2*retry, time.Minute)
@@ -161,6 +213,11 @@ func (l *Live) rebuild(ctx context.Context, objs []any) error {
 		r.Shutdown()
 		return err
 	}
+	var kinds []string
+	for _, gvk := range g.gvks {
+		kinds = append(kinds, gvk.GroupKind().String())
+	}
+	l.logger.Info("following ReferenceRules", "rules", len(rules), "kinds", kinds)
 	old := l.cur.Swap(r)
 	if old != nil {
 		old.Shutdown()
@@ -204,7 +261,7 @@ func (l *Live) Consumed(kind, namespace, name string) (*Consumption, error) {
 // it through a chain: add it beside the controller's pod-spec map function.
 func (l *Live) MapData(data rollout.Kind, workloadKind string) handler.MapFunc {
 	return func(_ context.Context, obj client.Object) []reconcile.Request {
-		return requests(l.WorkloadsOf(data, obj.GetNamespace(), obj.GetName()), workloadKind)
+		return l.requests(l.WorkloadsOf(data, obj.GetNamespace(), obj.GetName()), workloadKind)
 	}
 }
 
@@ -216,7 +273,7 @@ func (l *Live) Source(workloadKind string) source.Source {
 			return errors.New("chain: source started after its context ended")
 		}
 		l.OnChange(func(ws []WorkloadRef) {
-			for _, req := range requests(ws, workloadKind) {
+			for _, req := range l.requests(ws, workloadKind) {
 				q.Add(req)
 			}
 		})
@@ -224,10 +281,18 @@ func (l *Live) Source(workloadKind string) source.Source {
 	})
 }
 
-func requests(ws []WorkloadRef, kind string) []reconcile.Request {
+// Runs is Resolver.Runs on the current Resolver.
+func (l *Live) Runs(kind, namespace, name string) bool {
+	if r := l.Resolver(); r != nil {
+		return r.Runs(kind, namespace, name)
+	}
+	return false
+}
+
+func (l *Live) requests(ws []WorkloadRef, kind string) []reconcile.Request {
 	var out []reconcile.Request
 	for _, w := range ws {
-		if w.Kind == kind {
+		if w.Kind == kind && (l.inScope == nil || l.inScope(w.Namespace)) {
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: w.Namespace, Name: w.Name}})
 		}
 	}

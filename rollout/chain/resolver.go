@@ -3,6 +3,7 @@ package chain
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -42,7 +43,9 @@ type Consumption struct {
 	// consumed; each Ref's Uses says through which objects.
 	Refs map[string]rollout.Refs
 	// Missing lists objects of the chain that are named but do not exist
-	// (Kind is "group/Kind"): the chain is broken, nothing should roll.
+	// (Kind is "group/Kind"), or are in a namespace the Resolver does not
+	// inform (Reason rollout.ReasonOutOfScope): the chain is broken, nothing
+	// should roll.
 	Missing []rollout.Problem
 	// Via lists the objects the workload runs ("kagent.dev/Agent ns/a").
 	Via []string
@@ -57,6 +60,8 @@ type Resolver struct {
 	factory dynamicinformer.DynamicSharedInformerFactory
 	crs     map[schema.GroupKind]cache.SharedIndexInformer
 	work    map[string]cache.SharedIndexInformer // by workload kind
+
+	namespace string // the informers' namespace, "" for all
 
 	stop context.CancelFunc
 
@@ -74,10 +79,11 @@ var workloadGVR = map[string]schema.GroupVersionResource{
 // resources; namespace restricts the informers to one namespace ("" for all).
 func NewResolver(dyn dynamic.Interface, mapper meta.RESTMapper, g *Graph, namespace string) (*Resolver, error) {
 	r := &Resolver{
-		graph:   g,
-		factory: dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, namespace, nil),
-		crs:     map[schema.GroupKind]cache.SharedIndexInformer{},
-		work:    map[string]cache.SharedIndexInformer{},
+		graph:     g,
+		namespace: namespace,
+		factory:   dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, namespace, nil),
+		crs:       map[schema.GroupKind]cache.SharedIndexInformer{},
+		work:      map[string]cache.SharedIndexInformer{},
 	}
 	for _, gvk := range g.gvks {
 		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
@@ -103,6 +109,9 @@ func NewResolver(dyn dynamic.Interface, mapper meta.RESTMapper, g *Graph, namesp
 				}
 				wi := r.factory.ForResource(workloadGVR[k]).Informer()
 				if err := wi.AddIndexers(cache.Indexers{indexOwner: ownerValues}); err != nil {
+					return nil, err
+				}
+				if _, err := wi.AddEventHandler(r.workloadHandler(k)); err != nil {
 					return nil, err
 				}
 				r.work[k] = wi
@@ -180,6 +189,54 @@ func (r *Resolver) changeHandler(gk schema.GroupKind) cache.ResourceEventHandler
 		},
 		DeleteFunc: func(o any) { notify(o) },
 	}
+}
+
+// workloadHandler notifies a workload of kind when it appears, or when its
+// labels or controller change, and an object of the graph runs it: the
+// workload created after its custom resource (an operator's Deployment) must
+// be looked at, and the rollout controller's own watch of it may come first,
+// before this informer knows it.
+func (r *Resolver) workloadHandler(kind string) cache.ResourceEventHandler {
+	notify := func(o any) {
+		w := asUnstructured(o)
+		if w == nil || len(r.runners(kind, w)) == 0 {
+			return
+		}
+		r.mu.Lock()
+		hs := slices.Clone(r.handlers)
+		r.mu.Unlock()
+		ws := []WorkloadRef{{kind, w.GetNamespace(), w.GetName()}}
+		for _, h := range hs {
+			h(ws)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: notify,
+		UpdateFunc: func(old, o any) {
+			ou, nu := asUnstructured(old), asUnstructured(o)
+			if ou == nil || nu == nil {
+				return
+			}
+			oc, nc := metav1.GetControllerOf(ou), metav1.GetControllerOf(nu)
+			if !maps.Equal(ou.GetLabels(), nu.GetLabels()) || (oc == nil) != (nc == nil) || (oc != nil && oc.UID != nc.UID) {
+				notify(o)
+			}
+		},
+	}
+}
+
+// Runs reports whether an object of the graph runs the workload kind
+// namespace/name (and Consumed would return non-nil).
+func (r *Resolver) Runs(kind, namespace, name string) bool {
+	inf := r.work[kind]
+	if inf == nil {
+		return false
+	}
+	o, ok, err := inf.GetIndexer().GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return false
+	}
+	return len(r.runners(kind, o.(*unstructured.Unstructured))) > 0
 }
 
 // WorkloadsOf returns the workloads that consume the Secret or ConfigMap
@@ -326,6 +383,14 @@ func (r *Resolver) Consumed(kind, namespace, name string) (*Consumption, error) 
 					if i := strings.IndexByte(v, '/'); i >= 0 {
 						tns, tname = v[:i], v[i+1:]
 					}
+				}
+				if r.namespace != "" && tns != r.namespace {
+					// Not informed: "not found" would be a lie.
+					c.Missing = append(c.Missing, rollout.Problem{
+						Kind: rollout.Kind(gkString(nr.target)), Name: rollout.ForeignName(tns, tname), Reason: rollout.ReasonOutOfScope,
+						Detail: fmt.Sprintf("%s %s/%s, named by %s, is in a namespace this controller does not watch", nr.target.Kind, tns, tname, here),
+					})
+					continue
 				}
 				t, ok, _ := target.GetIndexer().GetByKey(tns + "/" + tname)
 				if !ok {

@@ -25,9 +25,10 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 //     watched by the controller's own reflector (see refWatcher), which keeps
 //     only the objects an opted-in workload references, as digests.
 //   - Deployments, StatefulSets, DaemonSets: without managed fields and the
-//     last-applied annotation; for a workload that is not opted in, only its
-//     metadata (its spec and status are dropped), since the controller does not
-//     look at them.
+//     last-applied annotation; for a workload that is neither opted in nor
+//     managed (no state annotations: a workload a ReferenceRule reaches gets
+//     them when adopted), only its metadata (its spec and status are dropped),
+//     since the controller does not look at them.
 //
 // Managed fields and kubectl's last-applied annotation (which holds the whole
 // object, a Secret's data included, when it was applied with kubectl) are
@@ -70,6 +71,9 @@ func (c *Controller) isReferenced(kind rollout.Kind, ns, name string) bool {
 	if f := c.opts.AlsoReferenced; f != nil && f(kind, ns, name) {
 		return true
 	}
+	if c.live != nil && c.live.Referenced(kind, ns, name) {
+		return true
+	}
 	r := c.cacheReader.Load()
 	if r == nil {
 		return false
@@ -103,7 +107,7 @@ func workloadTransform(obj any) (any, error) {
 		return nil, err
 	}
 	o, ok := obj.(client.Object)
-	if !ok || optedIn(o) {
+	if !ok || optedIn(o) || hasState(o) {
 		return obj, nil
 	}
 	switch w := o.(type) {

@@ -45,7 +45,8 @@ func TestMain(m *testing.M) {
 		os.Exit(runMemoryHelper())
 	}
 	ctrl.SetLogger(logr.Discard())
-	kubetest.Main(m, &env, kubetest.WithControllerManager())
+	// kagent-shaped CRDs and the ReferenceRule CRD, for the chain tests.
+	kubetest.Main(m, &env, kubetest.WithControllerManager(), kubetest.WithCRDPaths("../chain/testdata/crds.yaml", "../api/v1alpha1/crd"))
 }
 
 // pollTimeout bounds every wait for the cluster to converge.
@@ -126,6 +127,17 @@ func startController(t testing.TB, ns string, o Options, mods ...func(*ctrl.Opti
 
 func startControllerWith(t testing.TB, rc *rest.Config, ns string, o Options, mods ...func(*ctrl.Options)) *running {
 	t.Helper()
+	return startControllerIn(t, rc, nsList(ns), o, mods...)
+}
+
+// startControllerIn runs a controller scoped to namespaces (the first is the
+// running's ns).
+func startControllerIn(t testing.TB, rc *rest.Config, namespaces []string, o Options, mods ...func(*ctrl.Options)) *running {
+	t.Helper()
+	ns := ""
+	if len(namespaces) > 0 {
+		ns = namespaces[0]
+	}
 	r := &running{t: t, ns: ns, reg: prometheus.NewRegistry(), done: make(chan error, 1), logs: &syncBuffer{}}
 	o.Registerer = r.reg
 	o.SkipNameValidation = true
@@ -137,7 +149,7 @@ func startControllerWith(t testing.TB, rc *rest.Config, ns string, o Options, mo
 	logger := logr.FromSlogHandler(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.Level(-1)}))
 	mo := ctrl.Options{
 		Logger:                 logger,
-		Cache:                  ctl.CacheOptions(nsList(ns)...),
+		Cache:                  ctl.CacheOptions(namespaces...),
 		Client:                 ctl.ClientOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",

@@ -24,6 +24,8 @@ const (
 	ReasonInProgress    = "in_progress"
 	ReasonBudget        = "budget"
 	ReasonOptedIn       = "opted_in"
+	// ReasonReferencesChanged: the set of consumed objects or keys changed.
+	ReasonReferencesChanged = "references_changed"
 )
 
 // metrics are the controller's Prometheus collectors. Counters move once per

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/chain"
 )
 
 // reconciler rolls the workloads of one kind. It is level-triggered: every
@@ -26,11 +27,16 @@ import (
 type reconciler struct {
 	kind     workloadKind
 	client   client.Client // reads from the cache, writes to the API server
+	api      client.Reader // uncached reads
 	store    *store
 	shared   *shared
 	report   *reporter
 	opts     Options
 	hashOpts []rollout.HashOption
+	// live follows ReferenceRules (nil when off); namespaces are the ones the
+	// controller watches (empty: all).
+	live       *chain.Live
+	namespaces []string
 
 	mu           sync.Mutex
 	waitingSince map[string]time.Time     // when a change first waited for the previous rollout
@@ -64,7 +70,7 @@ func (s *shared) seedBudget(ctx context.Context, now time.Time) error {
 			return fmt.Errorf("seeding the rollout budget: %w", err)
 		}
 		eachObject(list, func(o client.Object) {
-			if optedIn(o) {
+			if optedIn(o) || hasState(o) {
 				s.budget.Observe(workloadKey(k.name, o), rollout.StateOf(o.GetAnnotations()).LastRollout, now)
 			}
 		})
@@ -97,22 +103,49 @@ func (r *reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	key := workloadKey(r.kind.name, obj)
-	if !optedIn(obj) || obj.GetDeletionTimestamp() != nil {
+	var cons *chain.Consumption
+	if r.live != nil {
+		var err error
+		if cons, err = r.live.Consumed(r.kind.name, obj.GetNamespace(), obj.GetName()); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if !(optedIn(obj) || cons != nil) || obj.GetDeletionTimestamp() != nil {
 		r.forget(key)
 		if hasState(obj) && obj.GetDeletionTimestamp() == nil && !r.opts.DryRun {
+			if r.live != nil && !r.live.Ready() {
+				// The chains are not known yet: it may be a workload a
+				// ReferenceRule reaches. Live enqueues every workload of its
+				// graph once it is ready.
+				return reconcile.Result{}, nil
+			}
 			return reconcile.Result{}, r.clearState(ctx, obj)
 		}
 		return reconcile.Result{}, nil
 	}
 
 	tmpl := rollout.PodTemplate(obj)
+	if len(tmpl.Spec.Containers) == 0 {
+		// Cached as metadata only: a workload a ReferenceRule reaches, not
+		// adopted yet (once adopted, the cache keeps its spec). Read it.
+		obj = r.kind.newObj()
+		if err := r.api.Get(ctx, req.NamespacedName, obj); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		tmpl = rollout.PodTemplate(obj)
+	}
 	refs := rollout.PodSpecRefs(&tmpl.Spec)
+	var chainProblems []rollout.Problem
+	if cons != nil {
+		refs, chainProblems = r.chainRefs(obj.GetNamespace(), refs, cons)
+	}
 	lookup := r.store.lookup(ctx, obj.GetNamespace())
 	if hook := r.shared.onLookup; hook != nil {
 		inner := lookup
 		lookup = func(kind rollout.Kind, name string) (*rollout.Object, error) {
 			o, err := inner(kind, name)
-			hook(key, objKey{kind, obj.GetNamespace(), name}, o)
+			ns, n := rollout.SplitName(obj.GetNamespace(), name)
+			hook(key, objKey{kind, ns, n}, o)
 			return o, err
 		}
 	}
@@ -130,9 +163,10 @@ func (r *reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	now := r.opts.Clock.Now().UTC().Truncate(time.Millisecond)
 	r.shared.budget.Observe(key, state.LastRollout, now)
 
-	// Never roll, nor adopt, into a missing Secret, ConfigMap or key.
-	if len(cfg.Missing) > 0 {
-		r.refuse(obj, key, cfg, cfg.Missing, state.Adopted())
+	// Never roll, nor adopt, into a missing Secret, ConfigMap, key or link of
+	// a chain of custom resources.
+	if missing := slices.Concat(chainProblems, cfg.Missing); len(missing) > 0 {
+		r.refuse(obj, key, cfg, missing, state.Adopted())
 		return reconcile.Result{}, nil
 	}
 
@@ -157,9 +191,17 @@ func (r *reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	if len(changes) == 0 {
 		r.settled(key)
 		if state.AppliedHash != cfg.Hash && !dry {
-			// The pod template now references other objects or keys: that edit
-			// rolls the workload by itself. Record the new baseline, no stamp.
-			return reconcile.Result{}, r.writeState(ctx, obj, state.Applied(cfg))
+			// The pod template, or a chain of custom resources, now references
+			// other objects or keys: that is the owner's change, which rolls the
+			// workload by itself if its pods must see it (and a rule added or
+			// edited must not restart everything). Record the new baseline, no
+			// stamp.
+			if err := r.writeState(ctx, obj, state.Applied(cfg)); err != nil {
+				return reconcile.Result{}, err
+			}
+			r.report.report(obj, r.kind.name, key, "", ResultAdopted, ReasonReferencesChanged, corev1.EventTypeNormal, EventRebased,
+				fmt.Sprintf("now consumes %s; recorded config hash %s as the new baseline, nothing restarted", describeRefs(refs), short(cfg.Hash)))
+			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, nil
 	}
@@ -323,7 +365,7 @@ func describeRefs(refs rollout.Refs) string {
 			names = append(names, fmt.Sprintf("and %d more", len(refs)-i))
 			break
 		}
-		names = append(names, string(r.Kind)+" "+r.Name)
+		names = append(names, string(r.Kind)+" "+rollout.DisplayName(r.Name))
 	}
 	return strings.Join(names, ", ")
 }

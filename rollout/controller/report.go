@@ -13,6 +13,10 @@ const (
 	// EventAdopted: the workload was opted in; the baseline was recorded and
 	// nothing was restarted.
 	EventAdopted = "Adopted"
+	// EventRebased: the workload consumes other objects or keys than before
+	// (its pod template or a chain changed); the new baseline was recorded and
+	// nothing was restarted.
+	EventRebased = "BaselineUpdated"
 	// EventRolled: consumed content changed and the pod template was stamped.
 	EventRolled = "Rolled"
 	// EventDeferred: a change waits for the minimum interval, the previous

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/chain"
 )
 
 // Controller is the rollout controller. Build it with New, configure the
@@ -35,6 +37,7 @@ type Controller struct {
 	recs        []*reconciler
 	namespaces  []string
 	cacheReader atomic.Pointer[client.Reader]
+	live        *chain.Live // nil unless Options.ReferenceRules
 }
 
 // New returns a rollout controller with options o (zero fields take their
@@ -65,6 +68,11 @@ func (c *Controller) SetupWithManager(mgr manager.Manager) error {
 	var cacheReader client.Reader = mgr.GetCache()
 	c.cacheReader.Store(&cacheReader)
 	c.store.cache, c.store.api = mgr.GetCache(), mgr.GetAPIReader()
+	if o.ReferenceRules {
+		if err := c.setupReferenceRules(mgr); err != nil {
+			return err
+		}
+	}
 	var watcher *refWatcher
 	if o.SecretCache != CacheFull {
 		watcher = newRefWatcher(o.SecretCache, c.namespaces, c.store, mgr.GetConfig())
@@ -90,8 +98,8 @@ func (c *Controller) SetupWithManager(mgr manager.Manager) error {
 			return fmt.Errorf("rollout: indexing %ss by reference: %w", k.name, err)
 		}
 		r := &reconciler{
-			kind: k, client: mgr.GetClient(), store: c.store, shared: c.shared, report: c.report,
-			opts: o, hashOpts: hashOpts,
+			kind: k, client: mgr.GetClient(), api: mgr.GetAPIReader(), store: c.store, shared: c.shared, report: c.report,
+			opts: o, hashOpts: hashOpts, live: c.live, namespaces: c.namespaces,
 			waitingSince: map[string]time.Time{}, dryBaseline: map[string]rollout.State{},
 		}
 		c.recs = append(c.recs, r)
@@ -99,7 +107,7 @@ func (c *Controller) SetupWithManager(mgr manager.Manager) error {
 		b := ctrl.NewControllerManagedBy(mgr).
 			Named(name).
 			For(k.newObj(), builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
-				return optedIn(obj) || hasState(obj)
+				return optedIn(obj) || hasState(obj) || c.chained(k.name, obj)
 			}))).
 			WithOptions(controller.Options{
 				MaxConcurrentReconciles: o.MaxConcurrentReconciles,
@@ -113,7 +121,21 @@ func (c *Controller) SetupWithManager(mgr manager.Manager) error {
 					return q
 				},
 			})
-		mapper := func(kind rollout.Kind) handler.MapFunc { return rollout.MapReferrers(mgr.GetCache(), kind, k.newList) }
+		mapper := func(kind rollout.Kind) handler.MapFunc {
+			direct := rollout.MapReferrers(mgr.GetCache(), kind, k.newList)
+			if c.live == nil {
+				return direct
+			}
+			chained := c.live.MapData(kind, k.name)
+			return func(ctx context.Context, obj client.Object) []reconcile.Request {
+				return append(direct(ctx, obj), chained(ctx, obj)...)
+			}
+		}
+		if c.live != nil {
+			// Workloads a custom resource change reaches (an Agent repointed, a
+			// ModelConfig deleted), and every workload of a new rule graph.
+			b = b.WatchesRawSource(c.live.Source(k.name))
+		}
 		if watcher != nil {
 			b = b.WatchesRawSource(&refSource{w: watcher, mapper: mapper})
 		} else {
@@ -134,4 +156,29 @@ func metadataObject(kind rollout.Kind) *metav1.PartialObjectMetadata {
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(string(kind)))
 	return m
+}
+
+// setupReferenceRules starts following ReferenceRules (see package
+// rollout/chain) in the controller's namespaces.
+func (c *Controller) setupReferenceRules(mgr manager.Manager) error {
+	dyn, err := dynamic.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("rollout: ReferenceRules: %w", err)
+	}
+	opts := []chain.LiveOption{chain.WithLogger(mgr.GetLogger().WithName("referencerules"))}
+	ns := ""
+	switch {
+	case len(c.namespaces) == 1:
+		ns = c.namespaces[0]
+	case len(c.namespaces) > 1:
+		opts = append(opts, chain.WithNamespaces(c.namespaces...))
+	}
+	c.live = chain.NewLive(dyn, mgr.GetRESTMapper(), ns, opts...)
+	return mgr.Add(c.live)
+}
+
+// chained reports whether a ReferenceRule's chain reaches the workload obj of
+// kind.
+func (c *Controller) chained(kind string, obj client.Object) bool {
+	return c.live != nil && c.live.Runs(kind, obj.GetNamespace(), obj.GetName())
 }

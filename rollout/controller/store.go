@@ -65,10 +65,12 @@ func (s *store) len() int {
 	return n
 }
 
-// lookup returns the rollout.Lookup for namespace.
+// lookup returns the rollout.Lookup for namespace (and, through
+// rollout.ForeignName, for objects of other namespaces).
 func (s *store) lookup(ctx context.Context, namespace string) rollout.Lookup {
 	return func(kind rollout.Kind, name string) (*rollout.Object, error) {
-		return s.get(ctx, objKey{kind, namespace, name})
+		ns, n := rollout.SplitName(namespace, name)
+		return s.get(ctx, objKey{kind, ns, n})
 	}
 }
 

@@ -38,9 +38,10 @@ func hasState(obj client.Object) bool {
 
 var stateKeys = []string{rollout.AnnotationAppliedHash, rollout.AnnotationAppliedKeys, rollout.AnnotationLastRollout}
 
-// refsOf returns what an opted-in workload consumes, nil for any other.
+// refsOf returns what the pod spec of a managed workload consumes (opted in,
+// or adopted through a ReferenceRule), nil for any other.
 func refsOf(obj client.Object) rollout.Refs {
-	if !optedIn(obj) || obj.GetDeletionTimestamp() != nil {
+	if !(optedIn(obj) || hasState(obj)) || obj.GetDeletionTimestamp() != nil {
 		return nil
 	}
 	tmpl := rollout.PodTemplate(obj)
