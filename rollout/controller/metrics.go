@@ -26,6 +26,9 @@ const (
 	ReasonOptedIn       = "opted_in"
 	// ReasonReferencesChanged: the set of consumed objects or keys changed.
 	ReasonReferencesChanged = "references_changed"
+	// ReasonStateRemoved: another writer removed the recorded state; the
+	// workload was adopted again.
+	ReasonStateRemoved = "state_removed"
 )
 
 // metrics are the controller's Prometheus collectors. Counters move once per

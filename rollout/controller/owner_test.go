@@ -217,3 +217,32 @@ func TestOwnerControllerResettingAnnotationsDoesNotUndoRollouts(t *testing.T) {
 		t.Fatalf("unguarded: the stamp survived the owner (%v); the control does not show what the webhook prevents", d.Spec.Template.Annotations)
 	}
 }
+
+// TestStateRemovedByAnotherWriterIsReported: when another writer removes the
+// state annotations of an adopted workload (an owner controller without the
+// webhook), the controller adopts it again, restarts nothing, and says so
+// with a Warning Event naming the fix and a metric.
+func TestStateRemovedByAnotherWriterIsReported(t *testing.T) {
+	t.Parallel()
+	ns := env.NewNamespace(t)
+	createSecret(t, secret(ns, "s", map[string]string{"a": "1"}))
+	create(t, deployment(ns, "app", 0, envFrom("s", "a"), optIn))
+	waitReplicaSets(t, ns, "app", 1)
+	c := startController(t, ns, testOptions())
+	waitAdopted(t, ns, "app")
+	if got := c.counter("Deployment", ResultAdopted, ReasonStateRemoved); got != 0 {
+		t.Fatalf("state_removed before any removal: %d", got)
+	}
+
+	d := getDeployment(t, ns, "app")
+	d.Annotations = optIn // the owner's view: its own annotations only
+	if err := env.Client().Update(testContext(t), d, client.FieldOwner("owner-controller")); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, ns, "app", EventStateRemoved, "deploy the controller's admission webhook")
+	waitAdopted(t, ns, "app")
+	if got := c.counter("Deployment", ResultAdopted, ReasonStateRemoved); got != 1 {
+		t.Fatalf("state_removed: %d, want 1", got)
+	}
+	rolloutsAre(t, ns, map[string]int{"app": 0})
+}

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -41,6 +42,7 @@ type reconciler struct {
 	mu           sync.Mutex
 	waitingSince map[string]time.Time     // when a change first waited for the previous rollout
 	dryBaseline  map[string]rollout.State // dry-run baselines of workloads never adopted
+	adopted      map[string]types.UID     // workloads this process adopted
 }
 
 // shared is the state the three kinds' reconcilers share.
@@ -176,11 +178,22 @@ func (r *reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		} else {
 			// Adoption: record what the running pods consume, touch no pod
 			// template, restart nothing.
+			removed := !state.Adopted() && r.wasAdopted(key, obj.GetUID())
 			if err := r.writeState(ctx, obj, state.Applied(cfg)); err != nil {
 				return reconcile.Result{}, err
 			}
-			r.report.report(obj, r.kind.name, key, "", ResultAdopted, ReasonOptedIn, corev1.EventTypeNormal, EventAdopted,
-				fmt.Sprintf("recorded config hash %s of %s as the baseline; nothing restarted", short(cfg.Hash), describeRefs(refs)))
+			if removed {
+				// Someone else removed the recorded state: most likely an
+				// owner controller that writes the workload's annotations as
+				// it wants them. Every removal costs a write, and a change
+				// that lands in between is taken as the baseline.
+				r.report.report(obj, r.kind.name, key, "", ResultAdopted, ReasonStateRemoved, corev1.EventTypeWarning, EventStateRemoved,
+					fmt.Sprintf("another writer removed hotcert's annotations (%s); recorded config hash %s again as the baseline, nothing restarted. If an owner controller rewrites this workload's annotations, deploy the controller's admission webhook (--webhook-bind-address), which keeps them", rollout.AnnotationAppliedHash, short(cfg.Hash)))
+			} else {
+				r.report.report(obj, r.kind.name, key, "", ResultAdopted, ReasonOptedIn, corev1.EventTypeNormal, EventAdopted,
+					fmt.Sprintf("recorded config hash %s of %s as the baseline; nothing restarted", short(cfg.Hash), describeRefs(refs)))
+			}
+			r.markAdopted(key, obj.GetUID())
 			r.report.settled(key)
 			logger.V(1).Info("adopted", "hash", cfg.Hash)
 			return reconcile.Result{}, nil
@@ -340,10 +353,29 @@ func (r *reconciler) settled(key string) {
 	r.report.settled(key)
 }
 
+// markAdopted remembers that this process adopted the workload key (uid).
+func (r *reconciler) markAdopted(key string, uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.adopted == nil {
+		r.adopted = map[string]types.UID{}
+	}
+	r.adopted[key] = uid
+}
+
+// wasAdopted reports whether this process adopted the workload key (uid) and
+// has not forgotten it since (an opt-out or a deletion forgets).
+func (r *reconciler) wasAdopted(key string, uid types.UID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.adopted[key] == uid
+}
+
 func (r *reconciler) forget(key string) {
 	r.mu.Lock()
 	delete(r.waitingSince, key)
 	delete(r.dryBaseline, key)
+	delete(r.adopted, key)
 	r.mu.Unlock()
 	r.report.forget(key)
 }

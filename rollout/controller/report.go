@@ -17,6 +17,9 @@ const (
 	// (its pod template or a chain changed); the new baseline was recorded and
 	// nothing was restarted.
 	EventRebased = "BaselineUpdated"
+	// EventStateRemoved (Warning): another writer removed the controller's
+	// state annotations from a workload it had adopted; it was adopted again.
+	EventStateRemoved = "StateRemoved"
 	// EventRolled: consumed content changed and the pod template was stamped.
 	EventRolled = "Rolled"
 	// EventDeferred: a change waits for the minimum interval, the previous
