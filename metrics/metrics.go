@@ -62,40 +62,62 @@ func WithResultValues(success, failure string) Option {
 	return optionFunc(func(c *config) { c.success, c.failure = success, failure })
 }
 
-// New creates the collectors and registers them with reg (which may be nil to skip
-// registration, e.g. to register the Recorder itself later as a prometheus.Collector).
-func New(reg prometheus.Registerer, opts ...Option) (*Recorder, error) {
+// Naming is what a set of Options resolves to: the metric name prefix, the name
+// of the component label, and the values of the result label. Other hotcert
+// recorders (package jwtkeys/jwtmetrics) take the same Options through it, so
+// one --metrics-prefix renames every hotcert series.
+type Naming struct {
+	Prefix, Label    string
+	Success, Failure string
+}
+
+// Name returns the full name of the metric named suffix ("tls_cert_reload_total").
+func (n Naming) Name(suffix string) string { return n.Prefix + "_" + suffix }
+
+// Resolve applies opts to the defaults (prefix "hotcert", label "component",
+// results "success" and "failure") and checks the result.
+func Resolve(opts ...Option) (Naming, error) {
 	cfg := config{prefix: "hotcert", label: "component", success: "success", failure: "failure"}
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
 	if cfg.prefix == "" || cfg.label == "" || cfg.success == "" || cfg.failure == "" || cfg.success == cfg.failure {
-		return nil, errors.New("metrics: prefix, label and two distinct result values are required")
+		return Naming{}, errors.New("metrics: prefix, label and two distinct result values are required")
 	}
-	name := func(s string) string { return cfg.prefix + "_" + s }
+	return Naming{Prefix: cfg.prefix, Label: cfg.label, Success: cfg.success, Failure: cfg.failure}, nil
+}
+
+// New creates the collectors and registers them with reg (which may be nil to skip
+// registration, e.g. to register the Recorder itself later as a prometheus.Collector).
+func New(reg prometheus.Registerer, opts ...Option) (*Recorder, error) {
+	n, err := Resolve(opts...)
+	if err != nil {
+		return nil, err
+	}
+	name := n.Name
 	r := &Recorder{
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: name("tls_cert_reload_total"),
 			Help: "TLS material reloads by result: one per distinct content change or distinct bad content.",
-		}, []string{cfg.label, "result"}),
+		}, []string{n.Label, "result"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: name("tls_reload_failures_total"),
 			Help: "TLS material that failed to load while the last good material kept serving. Alert on any increase.",
-		}, []string{cfg.label}),
+		}, []string{n.Label}),
 		notAfter: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: name("tls_cert_not_after_seconds"),
 			Help: "NotAfter of the certificate in use (the earliest CA NotAfter for a trust-only bundle), Unix seconds.",
-		}, []string{cfg.label}),
+		}, []string{n.Label}),
 		lastReload: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: name("tls_cert_last_reload_timestamp_seconds"),
 			Help: "When the material in use was loaded, Unix seconds.",
-		}, []string{cfg.label}),
+		}, []string{n.Label}),
 		caCerts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: name("tls_ca_bundle_certificates"),
 			Help: "Number of CA certificates in the trust bundle in use.",
-		}, []string{cfg.label}),
-		success: cfg.success,
-		failure: cfg.failure,
+		}, []string{n.Label}),
+		success: n.Success,
+		failure: n.Failure,
 	}
 	if reg != nil {
 		if err := reg.Register(r); err != nil {

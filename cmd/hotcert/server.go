@@ -96,8 +96,8 @@ docs/jwt-keys.md describes the rotation procedure.`,
 	fl.DurationVar(&f.workInterval, "work-interval", 0, "push a work item to every agent this often (0: never)")
 	fl.DurationVar(&f.pollInterval, "poll-interval", hotcert.DefaultPollInterval, "re-read the certificate this often even without a file event")
 	fl.DurationVar(&f.settle, "settle", hotcert.DefaultSettle, "how long a pair that does not load is treated as mid-write before it counts as a failure")
-	fl.StringVar(&f.metricsPrefix, "metrics-prefix", "hotcert", "prefix of the TLS reload metrics (e.g. dexaflow)")
-	fl.StringVar(&f.metricsLbl, "metrics-component-label", "component", "label carrying the component in the TLS reload metrics (e.g. listener)")
+	fl.StringVar(&f.metricsPrefix, "metrics-prefix", "hotcert", "prefix of the TLS and JWT reload metrics (e.g. dexaflow)")
+	fl.StringVar(&f.metricsLbl, "metrics-component-label", "component", "label carrying the component in the TLS and JWT metrics (e.g. listener)")
 	fl.StringVar(&f.jwtKeyDir, "jwt-key-dir", "", "authenticate agents with JWTs signed by the keys of this directory (signing.key, optional verify.pem)")
 	fl.StringVar(&f.jwtSecret, "jwt-secret", "", "authenticate agents with JWTs signed by the keys of this Secret (namespace/name; keys signing.key, verify.pem)")
 	fl.DurationVar(&f.jwtMaxTTL, "jwt-max-ttl", jwtkeys.DefaultMaxTokenTTL, "longest lifetime of a token the server issues")
@@ -128,7 +128,7 @@ func runServer(ctx context.Context, g *globals, f *serverFlags) error {
 		DrainGrace:            f.drainGrace,
 		CutUntrusted:          f.cutUntrusted,
 		WorkInterval:          f.workInterval,
-		MetricsOptions:        []metrics.Option{metrics.WithPrefix(f.metricsPrefix), metrics.WithComponentLabel(f.metricsLbl)},
+		MetricsOptions:        f.metricsOptions(),
 		ReloaderOptions:       []hotcert.Option{hotcert.WithPollInterval(f.pollInterval), hotcert.WithSettle(f.settle)},
 	}
 	if cfg.Replica == "" {
@@ -208,7 +208,7 @@ func serverKeySet(ctx context.Context, f *serverFlags, reg *prometheus.Registry,
 	if f.jwtTokenTTL <= 0 || f.jwtTokenTTL > f.jwtMaxTTL {
 		return nil, nil, fmt.Errorf("--jwt-token-ttl %s: want a positive lifetime of at most --jwt-max-ttl (%s)", f.jwtTokenTTL, f.jwtMaxTTL)
 	}
-	rec, err := jwtmetrics.New(reg)
+	rec, err := jwtmetrics.New(reg, f.metricsOptions()...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -304,4 +304,9 @@ func keyDirSource(dir string, log *slog.Logger) (*jwtfile.Source, error) {
 		return nil, fmt.Errorf("--jwt-key-dir: %w", err)
 	}
 	return src, nil
+}
+
+// metricsOptions name the TLS and JWT metrics as the flags say.
+func (f *serverFlags) metricsOptions() []metrics.Option {
+	return []metrics.Option{metrics.WithPrefix(f.metricsPrefix), metrics.WithComponentLabel(f.metricsLbl)}
 }

@@ -317,3 +317,32 @@ func TestServerTokensFromSecret(t *testing.T) {
 		}
 	}
 }
+
+// --metrics-prefix and --metrics-component-label rename the JWT series as they
+// do the TLS ones: one dashboard, one naming.
+func TestServerMetricsPrefixRenamesJWTSeries(t *testing.T) {
+	leaf := hotcerttest.MustNewCA().MustIssue()
+	crt, key := writeTemp(t, "tls.crt", leaf.ChainPEM), writeTemp(t, "tls.key", leaf.KeyPEM)
+	k := newTestKey(t)
+	keys := hotcerttest.MustNewAtomicWriter(filepath.Join(t.TempDir(), "agent-token-keys"))
+	keys.MustWrite(keyFiles(k))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	serverLog := &testutil.LogBuffer{}
+	done := start(ctx, serverLog, "server", "--log-format", "json", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+		"--tls-cert", crt, "--tls-key", key, "--jwt-key-dir", keys.Dir(),
+		"--metrics-prefix", "dexaflow", "--metrics-component-label", "listener")
+	metricsAddr := logAttr(t, serverLog, "metrics and health listening", "addr")
+	requireMetric(t, metricsAddr, `dexaflow_jwt_signing_key_info{alg="ES256",kid="`+k.kid+`",listener="jwt_signing"} 1`)
+	text := metricsText(t, metricsAddr)
+	if !strings.Contains(text, "dexaflow_tls_cert_reload_total{") {
+		t.Fatal("the TLS series are not renamed")
+	}
+	if strings.Contains(text, "hotcert_jwt_") || strings.Contains(text, "hotcert_tls_") {
+		t.Fatal("series keep the default prefix")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

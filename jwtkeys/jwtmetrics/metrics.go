@@ -17,13 +17,13 @@
 package jwtmetrics
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hotcert/hotcert/jwtkeys"
+	"github.com/hotcert/hotcert/metrics"
 )
 
 // Recorder is a jwtkeys.Observer backed by Prometheus collectors.
@@ -38,65 +38,43 @@ type Recorder struct {
 
 var _ jwtkeys.Observer = (*Recorder)(nil)
 
-// Option configures a [Recorder].
-type Option interface{ apply(*config) }
-
-type optionFunc func(*config)
-
-func (f optionFunc) apply(c *config) { f(c) }
-
-type config struct{ prefix, label, success, failure string }
-
-// WithPrefix sets the metric name prefix (default "hotcert").
-func WithPrefix(p string) Option { return optionFunc(func(c *config) { c.prefix = p }) }
-
-// WithComponentLabel sets the name of the label carrying the component (default
-// "component").
-func WithComponentLabel(name string) Option { return optionFunc(func(c *config) { c.label = name }) }
-
-// WithResultValues sets the values of the reload result label (default "success"
-// and "failure").
-func WithResultValues(success, failure string) Option {
-	return optionFunc(func(c *config) { c.success, c.failure = success, failure })
-}
-
-// New creates the collectors and registers them with reg (nil skips registration).
-func New(reg prometheus.Registerer, opts ...Option) (*Recorder, error) {
-	cfg := config{prefix: "hotcert", label: "component", success: "success", failure: "failure"}
-	for _, o := range opts {
-		o.apply(&cfg)
+// New creates the collectors and registers them with reg (nil skips
+// registration). opts are package metrics' naming options (metrics.WithPrefix,
+// metrics.WithComponentLabel, metrics.WithResultValues): pass the ones given to
+// metrics.New and the TLS and JWT series share a prefix and label.
+func New(reg prometheus.Registerer, opts ...metrics.Option) (*Recorder, error) {
+	n, err := metrics.Resolve(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("jwtmetrics: %w", err)
 	}
-	if cfg.prefix == "" || cfg.label == "" || cfg.success == "" || cfg.failure == "" || cfg.success == cfg.failure {
-		return nil, errors.New("jwtmetrics: prefix, label and two distinct result values are required")
-	}
-	name := func(s string) string { return cfg.prefix + "_" + s }
+	name := n.Name
 	r := &Recorder{
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: name("jwt_key_reload_total"),
 			Help: "JWT key set reloads by result: one per distinct content change or distinct bad content.",
-		}, []string{cfg.label, "result"}),
+		}, []string{n.Label, "result"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: name("jwt_reload_failures_total"),
 			Help: "JWT key content that failed to load while the last good keys kept serving. Alert on any increase.",
-		}, []string{cfg.label}),
+		}, []string{n.Label}),
 		verifications: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: name("jwt_verifications_total"),
 			Help: "Tokens verified, by result: ok or the reason they were rejected.",
-		}, []string{cfg.label, "result"}),
+		}, []string{n.Label, "result"}),
 		lastReload: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: name("jwt_key_last_reload_timestamp_seconds"),
 			Help: "When the JWT key content in use was loaded, Unix seconds.",
-		}, []string{cfg.label}),
+		}, []string{n.Label}),
 		keys: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: name("jwt_verification_keys"),
 			Help: "Keys that verify tokens: the signing key, listed keys, and retired keys inside their grace period.",
-		}, []string{cfg.label}),
+		}, []string{n.Label}),
 		signing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: name("jwt_signing_key_info"),
 			Help: "The key that signs new tokens (value 1), by kid and alg.",
-		}, []string{cfg.label, "kid", "alg"}),
-		success: cfg.success,
-		failure: cfg.failure,
+		}, []string{n.Label, "kid", "alg"}),
+		success: n.Success,
+		failure: n.Failure,
 		signers: map[string][2]string{},
 	}
 	if reg != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/jwtkeys/jwtmetrics"
+	"github.com/hotcert/hotcert/metrics"
 )
 
 func content(t *testing.T, alg string) jwtkeys.Content {
@@ -90,7 +91,7 @@ hotcert_jwt_verifications_total{component="agent_tokens",result="ok"} 2
 
 func TestNames(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	rec, err := jwtmetrics.New(reg, jwtmetrics.WithPrefix("dexaflow"), jwtmetrics.WithComponentLabel("listener"), jwtmetrics.WithResultValues("success", "error"))
+	rec, err := jwtmetrics.New(reg, metrics.WithPrefix("dexaflow"), metrics.WithComponentLabel("listener"), metrics.WithResultValues("success", "error"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ dexaflow_jwt_reload_failures_total{listener="agent_grpc"} 1
 `), "dexaflow_jwt_reload_failures_total"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := jwtmetrics.New(nil, jwtmetrics.WithResultValues("x", "x")); err == nil {
+	if _, err := jwtmetrics.New(nil, metrics.WithResultValues("x", "x")); err == nil {
 		t.Fatal("equal result values accepted")
 	}
 }
