@@ -139,10 +139,14 @@ func (ks *KeySet) verify(token string, claims jwt.Claims) (string, error) {
 		return "", ve
 	case errors.Is(err, jwt.ErrTokenMalformed):
 		return "", &VerifyError{Reason: ReasonMalformed, Err: err}
-	case errors.Is(err, jwt.ErrTokenSignatureInvalid) && !selected:
-		// Rejected before a key was looked up: the alg is none of the set's (e.g. "none").
-		return "", &VerifyError{Reason: ReasonAlgorithm, Err: err}
-	case errors.Is(err, jwt.ErrTokenUnverifiable) && !selected:
+	case (errors.Is(err, jwt.ErrTokenSignatureInvalid) || errors.Is(err, jwt.ErrTokenUnverifiable)) && !selected:
+		// Rejected before a key was looked up: the alg is none of the set's (e.g.
+		// "none"). A token of a key this set no longer has, whose algorithm no
+		// remaining key uses (an ES256 key removed after a move to EdDSA), is
+		// reported as what it is: an unknown key.
+		if id := removedKeyID(token, st); id != "" {
+			return "", &VerifyError{Reason: ReasonUnknownKey, KeyID: id, Err: errors.New("no such key (never known, or removed)")}
+		}
 		return "", &VerifyError{Reason: ReasonAlgorithm, Err: err}
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
 		return "", &VerifyError{Reason: ReasonSignature, KeyID: kid, Err: errors.New("signature does not verify")}
@@ -153,4 +157,23 @@ func (ks *KeySet) verify(token string, claims jwt.Claims) (string, error) {
 	default:
 		return "", &VerifyError{Reason: ReasonClaims, KeyID: kid, Err: err}
 	}
+}
+
+// removedKeyID returns the kid of a token that names, with an algorithm a key
+// can be pinned to, a key the set does not have; "" otherwise. It reads the
+// header of a token already rejected, only to name the reason.
+func removedKeyID(token string, st *state) string {
+	t, _, err := jwt.NewParser().ParseUnverified(token, jwt.MapClaims{})
+	if err != nil {
+		return ""
+	}
+	id, _ := t.Header["kid"].(string)
+	if _, known := st.byID[id]; id == "" || known {
+		return ""
+	}
+	switch t.Method.Alg() {
+	case ES256, RS256, EdDSA, HS256:
+		return id
+	}
+	return ""
 }

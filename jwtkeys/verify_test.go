@@ -1,6 +1,9 @@
 package jwtkeys
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -124,4 +127,26 @@ func newKeyPublic(t *testing.T, k *testKey) any {
 		t.Fatal(err)
 	}
 	return m.signer.public
+}
+
+// A token of a removed key is reported as unknown_key even when no remaining
+// key uses its algorithm (the set moved from ES256 to EdDSA), while an
+// algorithm no key can be pinned to stays an algorithm rejection.
+func TestRemovedKeyOfAnotherAlgorithmIsUnknownKey(t *testing.T) {
+	old, ed := newKey(t, ES256, 3), newKey(t, EdDSA, 4)
+	f := newFixture(t, signing(ed))
+	claims := claimsAt(f.clock.Now(), time.Minute)
+	f.mustReject(t, handSigned(t, jwt.SigningMethodES256, old.kid, old.signer, claims), ReasonUnknownKey)
+	noneTok := jwt.NewWithClaims(jwt.SigningMethodNone, claims)
+	noneTok.Header["kid"] = old.kid
+	s, err := noneTok.SignedString(jwt.UnsafeAllowNoneSignatureType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mustReject(t, s, ReasonAlgorithm)
+	p384, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mustReject(t, handSigned(t, jwt.SigningMethodES384, old.kid, p384, claims), ReasonAlgorithm)
 }
