@@ -26,3 +26,12 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/part-of: hotcert
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
+
+{{/* The webhook's serving Secret. */}}
+{{- define "hotcert-controller.webhookSecretName" -}}
+{{- if .Values.webhook.certManager.enabled -}}
+{{- default (printf "%s-webhook-tls" (include "hotcert-controller.fullname" .)) .Values.webhook.secretName -}}
+{{- else -}}
+{{- required "webhook.secretName is required when webhook.certManager.enabled is false" .Values.webhook.secretName -}}
+{{- end -}}
+{{- end -}}
