@@ -61,5 +61,6 @@ func subcommands(g *globals) []*cobra.Command {
 		newAgentCommand(g),
 		newInspectCommand(g),
 		newCheckCommand(g),
+		newTokenCommand(g),
 	}
 }

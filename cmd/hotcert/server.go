@@ -183,27 +183,9 @@ func runServer(ctx context.Context, g *globals, f *serverFlags) error {
 // serverKeySet loads and follows the agent-token key set the flags describe, or
 // returns nil without --jwt-key-dir or --jwt-secret. stop stops following it.
 func serverKeySet(ctx context.Context, f *serverFlags, reg *prometheus.Registry, log *slog.Logger) (ks *jwtkeys.KeySet, stop func(), err error) {
-	var src jwtkeys.Source
-	switch {
-	case f.jwtKeyDir != "" && f.jwtSecret != "":
-		return nil, nil, errors.New("give either --jwt-key-dir or --jwt-secret, not both")
-	case f.jwtKeyDir != "":
-		if src, err = keyDirSource(f.jwtKeyDir, log); err != nil {
-			return nil, nil, err
-		}
-	case f.jwtSecret != "":
-		ns, name, err := secretName("--jwt-secret", f.jwtSecret)
-		if err != nil {
-			return nil, nil, err
-		}
-		cs, host, err := kubeClient(f.kubeconfig, "--jwt-secret")
-		if err != nil {
-			return nil, nil, err
-		}
-		log.Info("reading the agent-token keys from a Secret", "secret", f.jwtSecret, "api_server", host)
-		src = jwtkube.NewSecret(cs, ns, name, jwtkube.WithLogger(log))
-	default:
-		return nil, func() {}, nil
+	src, err := keySource(f.jwtKeyDir, f.jwtSecret, f.kubeconfig, log)
+	if err != nil || src == nil {
+		return nil, func() {}, err
 	}
 	if f.jwtTokenTTL <= 0 || f.jwtTokenTTL > f.jwtMaxTTL {
 		return nil, nil, fmt.Errorf("--jwt-token-ttl %s: want a positive lifetime of at most --jwt-max-ttl (%s)", f.jwtTokenTTL, f.jwtMaxTTL)
@@ -304,6 +286,29 @@ func keyDirSource(dir string, log *slog.Logger) (*jwtfile.Source, error) {
 		return nil, fmt.Errorf("--jwt-key-dir: %w", err)
 	}
 	return src, nil
+}
+
+// keySource returns the JWT key source of --jwt-key-dir or --jwt-secret (nil
+// when neither is given).
+func keySource(keyDir, secret, kubeconfig string, log *slog.Logger) (jwtkeys.Source, error) {
+	switch {
+	case keyDir != "" && secret != "":
+		return nil, errors.New("give either --jwt-key-dir or --jwt-secret, not both")
+	case keyDir != "":
+		return keyDirSource(keyDir, log)
+	case secret != "":
+		ns, name, err := secretName("--jwt-secret", secret)
+		if err != nil {
+			return nil, err
+		}
+		cs, host, err := kubeClient(kubeconfig, "--jwt-secret")
+		if err != nil {
+			return nil, err
+		}
+		log.Info("reading the agent-token keys from a Secret", "secret", secret, "api_server", host)
+		return jwtkube.NewSecret(cs, ns, name, jwtkube.WithLogger(log)), nil
+	}
+	return nil, nil
 }
 
 // metricsOptions name the TLS and JWT metrics as the flags say.

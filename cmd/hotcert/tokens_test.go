@@ -51,22 +51,14 @@ func keyFiles(signing testKey, verify ...testKey) map[string][]byte {
 
 // mintToken issues a bootstrap token for subject with the keys of dir, as an
 // operator's enrollment tooling would.
+// mintToken mints a bootstrap token as an operator does: hotcert token issue.
 func mintToken(t *testing.T, dir, subject string) string {
 	t.Helper()
-	src, err := jwtfile.New(jwtfile.WithDir(dir))
+	out, _, err := run(context.Background(), "token", "issue", "--jwt-key-dir", dir, "--subject", subject, "--ttl", "10m")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ks, err := jwtkeys.New(context.Background(), src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ks.Close()
-	tok, err := ks.Issue(subject, 10*time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
+	return strings.TrimSpace(out)
 }
 
 func getBody(t *testing.T, url string) (int, string) {
@@ -344,5 +336,69 @@ func TestServerMetricsPrefixRenamesJWTSeries(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// hotcert token issue: a token the key set verifies, for the subject and
+// lifetime asked, printed or written 0600; the log names the key and expiry,
+// never the token; bad input is a one-line error.
+func TestTokenIssue(t *testing.T) {
+	ctx := context.Background()
+	k := newTestKey(t)
+	keys := hotcerttest.MustNewAtomicWriter(filepath.Join(t.TempDir(), "agent-token-keys"))
+	keys.MustWrite(keyFiles(k))
+	out, stderr, err := run(ctx, "--log-format", "json", "token", "issue", "--jwt-key-dir", keys.Dir(), "--subject", "agent-42", "--ttl", "24h", "--jwt-audience", "agents")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := strings.TrimSpace(out)
+	src, err := jwtfile.New(jwtfile.WithDir(keys.Dir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks, err := jwtkeys.New(ctx, src, jwtkeys.WithMaxTokenTTL(24*time.Hour), jwtkeys.WithAudience("agents"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ks.Close()
+	claims, err := ks.Verify(tok)
+	if err != nil {
+		t.Fatalf("the issued token does not verify: %v", err)
+	}
+	if life := claims.ExpiresAt.Sub(claims.IssuedAt.Time); claims.Subject != "agent-42" || life != 24*time.Hour {
+		t.Fatalf("sub %q, lifetime %s; want agent-42, 24h", claims.Subject, life)
+	}
+	line := findLine(stderr, "issued agent token")
+	if line == nil || line["kid"] != k.kid || line["subject"] != "agent-42" || line["expires"] != claims.ExpiresAt.UTC().Format(time.RFC3339) {
+		t.Fatalf("log line %v", line)
+	}
+	if strings.Contains(stderr, tok[len(tok)-20:]) {
+		t.Fatal("the log shows the token")
+	}
+
+	file := filepath.Join(t.TempDir(), "agent.token")
+	if out, _, err := run(ctx, "token", "issue", "--jwt-key-dir", keys.Dir(), "--subject", "agent-42", "--out", file); err != nil || out != "" {
+		t.Fatalf("--out: %v, stdout %q", err, out)
+	}
+	st, err := os.Stat(file)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: %v %v", st, err)
+	}
+	b, _ := os.ReadFile(file)
+	if _, err := ks.Verify(strings.TrimSpace(string(b))); err == nil {
+		t.Fatal("a token without the audience verified against a set requiring one")
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"token", "issue", "--jwt-key-dir", keys.Dir()}, "--subject"},
+		{[]string{"token", "issue", "--subject", "a"}, "--jwt-key-dir or --jwt-secret"},
+		{[]string{"token", "issue", "--jwt-key-dir", keys.Dir(), "--subject", "a", "--ttl", "0s"}, "--ttl"},
+		{[]string{"token", "issue", "--jwt-key-dir", t.TempDir(), "--subject", "a"}, jwtkeys.SigningKeyName},
+	} {
+		_, _, err := run(ctx, tc.args...)
+		requireOneLine(t, err, tc.want)
 	}
 }
