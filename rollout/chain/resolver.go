@@ -108,6 +108,9 @@ func NewResolver(dyn dynamic.Interface, mapper meta.RESTMapper, g *Graph, namesp
 					continue
 				}
 				wi := r.factory.ForResource(workloadGVR[k]).Informer()
+				if err := wi.SetTransform(workloadMetadata); err != nil {
+					return nil, err
+				}
 				if err := wi.AddIndexers(cache.Indexers{indexOwner: ownerValues}); err != nil {
 					return nil, err
 				}
@@ -526,6 +529,27 @@ func workNameValues(n *kindNode, obj any) []string {
 		return nil
 	}
 	return []string{u.GetNamespace() + "/" + expand(n.work.name, u.GetName())}
+}
+
+// workloadMetadata keeps of a workload what the resolver reads — its name,
+// labels and owner references — so that the informers of every Deployment,
+// StatefulSet and DaemonSet hold no pod templates (the rollout controller keeps
+// those it manages in its own cache).
+func workloadMetadata(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	out := &unstructured.Unstructured{Object: map[string]any{}}
+	out.SetAPIVersion(u.GetAPIVersion())
+	out.SetKind(u.GetKind())
+	out.SetNamespace(u.GetNamespace())
+	out.SetName(u.GetName())
+	out.SetUID(u.GetUID())
+	out.SetResourceVersion(u.GetResourceVersion())
+	out.SetLabels(u.GetLabels())
+	out.SetOwnerReferences(u.GetOwnerReferences())
+	return out, nil
 }
 
 func ownerValues(obj any) ([]string, error) {

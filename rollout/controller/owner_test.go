@@ -15,6 +15,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -234,9 +235,13 @@ func TestStateRemovedByAnotherWriterIsReported(t *testing.T) {
 		t.Fatalf("state_removed before any removal: %d", got)
 	}
 
-	d := getDeployment(t, ns, "app")
-	d.Annotations = optIn // the owner's view: its own annotations only
-	if err := env.Client().Update(testContext(t), d, client.FieldOwner("owner-controller")); err != nil {
+	// The owner's view: its own annotations only (retried: the deployment
+	// controller writes the status meanwhile).
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d := getDeployment(t, ns, "app")
+		d.Annotations = optIn
+		return env.Client().Update(testContext(t), d, client.FieldOwner("owner-controller"))
+	}); err != nil {
 		t.Fatal(err)
 	}
 	waitEvent(t, ns, "app", EventStateRemoved, "deploy the controller's admission webhook")
