@@ -174,6 +174,23 @@ func (c *Config) RESTConfig() (*rest.Config, error) {
 // configured as CacheOptions says, health and readiness checks, metrics and
 // leader election as c says.
 func NewManager(rc *rest.Config, c Config, logger logr.Logger) (manager.Manager, *Controller, error) {
+	ws, err := c.webhookServer(logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	return newManager(rc, c, logger, ws)
+}
+
+// webhookServer loads the webhook's certificate, if the webhook is on: a bad
+// certificate is a startup error.
+func (c *Config) webhookServer(logger logr.Logger) (*webhookServer, error) {
+	if !c.webhookEnabled() {
+		return nil, nil
+	}
+	return newWebhookServer(c.WebhookAddr, c.WebhookCertFile, c.WebhookKeyFile, logger, c.Options)
+}
+
+func newManager(rc *rest.Config, c Config, logger logr.Logger, ws *webhookServer) (manager.Manager, *Controller, error) {
 	ctl, err := New(c.Options)
 	if err != nil {
 		return nil, nil, err
@@ -198,11 +215,7 @@ func NewManager(rc *rest.Config, c Config, logger logr.Logger) (manager.Manager,
 	if err := ctl.SetupWithManager(mgr); err != nil {
 		return nil, nil, err
 	}
-	if c.webhookEnabled() {
-		ws, err := newWebhookServer(c.WebhookAddr, c.WebhookCertFile, c.WebhookKeyFile, logger, c.Options)
-		if err != nil {
-			return nil, nil, err
-		}
+	if ws != nil {
 		if err := mgr.Add(ws); err != nil {
 			return nil, nil, err
 		}
@@ -231,11 +244,15 @@ func Run(ctx context.Context, c Config, logger logr.Logger) error {
 	if err := c.loadHashKey(); err != nil {
 		return err
 	}
+	ws, err := c.webhookServer(logger)
+	if err != nil {
+		return err
+	}
 	rc, err := c.RESTConfig()
 	if err != nil {
 		return fmt.Errorf("rollout: loading the kubeconfig: %w", err)
 	}
-	mgr, _, err := NewManager(rc, c, logger)
+	mgr, _, err := newManager(rc, c, logger, ws)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,12 +19,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/rollout"
 )
 
 // TestRun runs the controller process as `hotcert controller` does, from its
 // flags: leader election, health and readiness probes, the metrics endpoint
-// with the rollout metrics, and a rollout.
+// with the rollout metrics, a rollout, and the admission webhook served over
+// TLS with its certificate's metrics.
 func TestRun(t *testing.T) {
 	t.Parallel()
 	ns := env.NewNamespace(t)
@@ -30,7 +34,17 @@ func TestRun(t *testing.T) {
 	if err := os.WriteFile(kubeconfig, env.KubeConfig(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	metricsPort, probePort := freePort(t), freePort(t)
+	metricsPort, probePort, webhookPort := freePort(t), freePort(t), freePort(t)
+	ca := hotcerttest.MustNewCA()
+	leaf := ca.MustIssue()
+	dir := t.TempDir()
+	crt, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(crt, leaf.ChainPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, leaf.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cfg := DefaultConfig()
 	fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
 	cfg.AddFlags(fs)
@@ -41,6 +55,7 @@ func TestRun(t *testing.T) {
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
 		"--min-interval=0",
+		fmt.Sprintf("--webhook-bind-address=127.0.0.1:%d", webhookPort), "--webhook-cert-file", crt, "--webhook-key-file", key,
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +95,24 @@ func TestRun(t *testing.T) {
 		_, body := get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
 		return strings.Contains(body, `hotcert_rollouts_total{kind="Deployment",reason="config_changed",result="rolled"} 1`) &&
 			strings.Contains(body, `hotcert_rollout_queue_depth{kind="Deployment"}`) &&
-			strings.Contains(body, `hotcert_rollout_digested_objects 1`), nil
+			strings.Contains(body, `hotcert_rollout_digested_objects 1`) &&
+			strings.Contains(body, `hotcert_tls_cert_not_after_seconds{component="webhook"}`), nil
+	})
+
+	// The webhook answers an AdmissionReview over TLS, with the configured
+	// certificate.
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}}}
+	review := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u1","operation":"CREATE","object":{}}}`
+	waitFor(t, "the webhook", func() (bool, error) {
+		resp, err := hc.Post(fmt.Sprintf("https://127.0.0.1:%d/mutate", webhookPort), "application/json", strings.NewReader(review))
+		if err != nil {
+			return false, err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK && strings.Contains(string(b), `"uid":"u1","allowed":true`), nil
 	})
 }
 
@@ -103,6 +135,7 @@ func TestConfigValidation(t *testing.T) {
 		{[]string{"--secret-cache=everything"}, "want referenced, metadata or full"},
 		{[]string{"--rollout-wait-timeout=-1s"}, "negative"},
 		{[]string{"--leader-election-id="}, "leader-election-id is empty"},
+		{[]string{"--webhook-bind-address=:9443"}, "--webhook-cert-file and --webhook-key-file"},
 	} {
 		cfg := DefaultConfig()
 		fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
@@ -126,6 +159,11 @@ func TestConfigValidation(t *testing.T) {
 	cfg.HashKeyFile = short
 	if err := Run(context.Background(), cfg, logr.Discard()); err == nil || !strings.Contains(err.Error(), "at least 16 bytes") {
 		t.Errorf("Run with a short hash key: %v", err)
+	}
+	cfg = DefaultConfig()
+	cfg.WebhookAddr, cfg.WebhookCertFile, cfg.WebhookKeyFile = "127.0.0.1:0", short, short
+	if err := Run(context.Background(), cfg, logr.Discard()); err == nil || !strings.Contains(err.Error(), "webhook certificate") {
+		t.Errorf("Run with an unusable webhook certificate: %v", err)
 	}
 	if cfg := DefaultConfig(); cfg.Validate() != nil || cfg.MinInterval != DefaultMinInterval {
 		t.Error("the defaults do not validate")

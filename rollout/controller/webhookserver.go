@@ -37,7 +37,9 @@ func newWebhookServer(addr, certFile, keyFile string, logger logr.Logger, o Opti
 	if err != nil {
 		return nil, fmt.Errorf("rollout: webhook certificate: %w", err)
 	}
-	rec, err := tlsmetrics.New(o.Registerer, tlsmetrics.WithPrefix(o.MetricsPrefix))
+	// Registered once the certificate loads: a startup error leaves no
+	// collectors behind.
+	rec, err := tlsmetrics.New(nil, tlsmetrics.WithPrefix(o.MetricsPrefix))
 	if err != nil {
 		return nil, fmt.Errorf("rollout: webhook certificate metrics: %w", err)
 	}
@@ -47,6 +49,10 @@ func newWebhookServer(addr, certFile, keyFile string, logger logr.Logger, o Opti
 		hotcert.WithObserver(rec))
 	if err != nil {
 		return nil, fmt.Errorf("rollout: webhook certificate: %w", err)
+	}
+	if err := o.Registerer.Register(rec); err != nil {
+		rl.Close()
+		return nil, fmt.Errorf("rollout: webhook certificate metrics: %w", err)
 	}
 	return &webhookServer{addr: addr, tls: rl, logger: logger.WithName("webhook")}, nil
 }
