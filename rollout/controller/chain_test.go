@@ -147,8 +147,8 @@ func describeWant(want map[string]int) string {
 // ModelConfig names it (two ModelConfigs share it: both follow); a key the
 // ModelConfig does not consume rolls nothing; an Agent pointed at another
 // ModelConfig is re-hashed (a new baseline, not a restart) and follows the new
-// one; a deleted ModelConfig or Secret rolls nothing and says why in an Event
-// and a metric.
+// one; a truncated CA, a deleted ModelConfig or Secret roll nothing and say
+// why in an Event and a metric; the next good write rolls.
 func TestReferenceRulesRollAgents(t *testing.T) {
 	t.Parallel()
 	kagentRules(t)
@@ -194,15 +194,26 @@ func TestReferenceRulesRollAgents(t *testing.T) {
 	updateSecret(t, ns, "api", setKey("api-key", "k2"))
 	rolloutsAre(t, ns, map[string]int{"a1": 2, "a2": 2, "b1": 0, "c1": 1})
 
+	// A truncated CA: refused with a reason, nothing rolls; the next good
+	// write rolls.
+	updateSecret(t, ns, "ca-a", setKey("ca.crt", ca()[:120]))
+	waitEvent(t, ns, "a2", EventRefused, "ca.crt")
+	rolloutsAre(t, ns, map[string]int{"a1": 2, "a2": 2, "b1": 0, "c1": 1})
+	if got := c.counter("Deployment", ResultRefused, rollout.ReasonInvalidTLS); got < 3 {
+		t.Fatalf("invalid TLS refusals: %d, want one for each of a1, a2, c1", got)
+	}
+	updateSecret(t, ns, "ca-a", setKey("ca.crt", ca()))
+	rolloutsAre(t, ns, map[string]int{"a1": 3, "a2": 3, "b1": 0, "c1": 2})
+
 	// a1 now uses mc-b: re-hashed, a new baseline, no restart; it follows
 	// ca-b, no longer ca-a.
 	repoint(t, ns, "a1", "mc-b")
 	waitEvent(t, ns, "a1", EventRebased, "Secret ca-b")
-	rolloutsAre(t, ns, map[string]int{"a1": 2})
+	rolloutsAre(t, ns, map[string]int{"a1": 3})
 	updateSecret(t, ns, "ca-b", setKey("bundle.pem", ca()))
-	rolloutsAre(t, ns, map[string]int{"a1": 3, "a2": 2, "b1": 1, "c1": 1})
+	rolloutsAre(t, ns, map[string]int{"a1": 4, "a2": 3, "b1": 1, "c1": 2})
 	updateSecret(t, ns, "ca-a", setKey("ca.crt", ca()))
-	rolloutsAre(t, ns, map[string]int{"a1": 3, "a2": 3, "b1": 1, "c1": 2})
+	rolloutsAre(t, ns, map[string]int{"a1": 4, "a2": 4, "b1": 1, "c1": 3})
 
 	// mc-b deleted: a1 and b1 keep running what they run.
 	if err := dyn(t).Resource(modelConfigs).Namespace(ns).Delete(testContext(t), "mc-b", metav1.DeleteOptions{}); err != nil {
@@ -210,7 +221,7 @@ func TestReferenceRulesRollAgents(t *testing.T) {
 	}
 	waitEvent(t, ns, "b1", EventRefused, "ModelConfig "+ns+"/mc-b, named by Agent b1, not found")
 	updateSecret(t, ns, "ca-b", setKey("bundle.pem", ca()))
-	rolloutsAre(t, ns, map[string]int{"a1": 3, "b1": 1})
+	rolloutsAre(t, ns, map[string]int{"a1": 4, "b1": 1})
 
 	// ca-a deleted: a2 and c1 keep running what they run.
 	if err := clientset().CoreV1().Secrets(ns).Delete(testContext(t), "ca-a", metav1.DeleteOptions{}); err != nil {
@@ -218,14 +229,14 @@ func TestReferenceRulesRollAgents(t *testing.T) {
 	}
 	waitEvent(t, ns, "a2", EventRefused, "Secret ca-a not found")
 	waitEvent(t, ns, "c1", EventRefused, "Secret ca-a not found")
-	rolloutsAre(t, ns, map[string]int{"a2": 3, "c1": 2})
+	rolloutsAre(t, ns, map[string]int{"a2": 4, "c1": 3})
 	if got := c.counter("Deployment", ResultRefused, rollout.ReasonMissingObject); got < 4 {
 		t.Fatalf("refusals counted: %d, want one for each of a1, b1, a2, c1", got)
 	}
 
 	// The Secret back: the next rotation rolls again.
 	createSecret(t, secret(ns, "ca-a", map[string]string{"ca.crt": ca(), "notes": "n1"}))
-	rolloutsAre(t, ns, map[string]int{"a2": 4, "c1": 3})
+	rolloutsAre(t, ns, map[string]int{"a2": 5, "c1": 4})
 }
 
 // TestReferenceRuleChainAcrossNamespaces: a ModelConfig names its provider as
