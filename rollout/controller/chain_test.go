@@ -37,7 +37,7 @@ var kagentRulesOnce sync.Once
 // for a ModelProvider that a ModelConfig names in "namespace/name" form (a
 // third hop, which can lead to another namespace). Rules are cluster-scoped,
 // one per kind, so they stay for every test of the binary.
-func kagentRules(t *testing.T) {
+func kagentRules(t testing.TB) {
 	t.Helper()
 	kagentRulesOnce.Do(func() {
 		data, err := os.ReadFile("../../examples/kagent-referencerules/referencerules.yaml")
