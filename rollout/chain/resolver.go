@@ -141,7 +141,7 @@ func (r *Resolver) start(ctx context.Context, wait time.Duration) error {
 	}
 	for gvr, ok := range r.factory.WaitForCacheSync(wctx.Done()) {
 		if !ok {
-			return fmt.Errorf("chain: the informer of %s did not sync", gvr)
+			return fmt.Errorf("chain: the informer of %s did not sync: may the controller list and watch it (RBAC)?", gvr)
 		}
 	}
 	return nil
