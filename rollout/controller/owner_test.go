@@ -250,4 +250,27 @@ func TestStateRemovedByAnotherWriterIsReported(t *testing.T) {
 		t.Fatalf("state_removed: %d, want 1", got)
 	}
 	rolloutsAre(t, ns, map[string]int{"app": 0})
+
+	// An owner that keeps removing it, every 50 ms for 5 s: the controller
+	// backs off (1 s, 2 s, 4 s, ...) instead of answering every removal with
+	// a write.
+	ctx, cancel := context.WithTimeout(testContext(t), 5*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			d := getDeployment(t, ns, "app")
+			if d.Annotations[rollout.AnnotationAppliedHash] == "" {
+				return nil
+			}
+			d.Annotations = optIn
+			return env.Client().Update(ctx, d, client.FieldOwner("owner-controller"))
+		})
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := c.counter("Deployment", ResultAdopted, ReasonStateRemoved); got < 2 || got > 5 {
+		t.Fatalf("state_removed after 5 s of removals every 50 ms: %d, want a few (backed off), not one per removal", got)
+	} else {
+		t.Logf("5 s of removals every 50 ms: %d re-adoptions", got)
+	}
+	rolloutsAre(t, ns, map[string]int{"app": 0})
 }

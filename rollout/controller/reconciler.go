@@ -43,7 +43,24 @@ type reconciler struct {
 	waitingSince map[string]time.Time     // when a change first waited for the previous rollout
 	dryBaseline  map[string]rollout.State // dry-run baselines of workloads never adopted
 	adopted      map[string]types.UID     // workloads this process adopted
+	removals     map[string]removals      // workloads whose state another writer removed
 }
+
+// removals counts how often another writer removed a workload's recorded
+// state, to back off instead of fighting it.
+type removals struct {
+	n    int
+	last time.Time
+}
+
+// Re-adoptions after another writer removed the state back off from
+// removalBackoff, doubling, up to maxRemovalBackoff: an owner controller that
+// reconciles on every change of its Deployment would otherwise answer each
+// re-adoption with a removal, in a tight loop of writes.
+const (
+	removalBackoff    = time.Second
+	maxRemovalBackoff = 5 * time.Minute
+)
 
 // shared is the state the three kinds' reconcilers share.
 type shared struct {
@@ -179,6 +196,11 @@ func (r *reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 			// Adoption: record what the running pods consume, touch no pod
 			// template, restart nothing.
 			removed := !state.Adopted() && r.wasAdopted(key, obj.GetUID())
+			if removed {
+				if wait := r.removedAgain(key, now); wait > 0 {
+					return reconcile.Result{RequeueAfter: wait}, nil
+				}
+			}
 			if err := r.writeState(ctx, obj, state.Applied(cfg)); err != nil {
 				return reconcile.Result{}, err
 			}
@@ -188,7 +210,7 @@ func (r *reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 				// it wants them. Every removal costs a write, and a change
 				// that lands in between is taken as the baseline.
 				r.report.report(obj, r.kind.name, key, "", ResultAdopted, ReasonStateRemoved, corev1.EventTypeWarning, EventStateRemoved,
-					fmt.Sprintf("another writer removed hotcert's annotations (%s); recorded config hash %s again as the baseline, nothing restarted. If an owner controller rewrites this workload's annotations, deploy the controller's admission webhook (--webhook-bind-address), which keeps them", rollout.AnnotationAppliedHash, short(cfg.Hash)))
+					fmt.Sprintf("another writer removed hotcert's annotations (%s); recorded config hash %s again as the baseline, nothing restarted (if it goes on, re-adoptions back off up to %s). If an owner controller rewrites this workload's annotations, deploy the controller's admission webhook (--webhook-bind-address), which keeps them", rollout.AnnotationAppliedHash, short(cfg.Hash), maxRemovalBackoff))
 			} else {
 				r.report.report(obj, r.kind.name, key, "", ResultAdopted, ReasonOptedIn, corev1.EventTypeNormal, EventAdopted,
 					fmt.Sprintf("recorded config hash %s of %s as the baseline; nothing restarted", short(cfg.Hash), describeRefs(refs)))
@@ -353,6 +375,25 @@ func (r *reconciler) settled(key string) {
 	r.report.settled(key)
 }
 
+// removedAgain records that the workload's state was removed at now and
+// returns how long to wait before adopting it again (0: now).
+func (r *reconciler) removedAgain(key string, now time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.removals == nil {
+		r.removals = map[string]removals{}
+	}
+	rec := r.removals[key]
+	if rec.n > 0 {
+		backoff := min(removalBackoff<<min(rec.n-1, 20), maxRemovalBackoff)
+		if next := rec.last.Add(backoff); now.Before(next) {
+			return next.Sub(now)
+		}
+	}
+	r.removals[key] = removals{n: rec.n + 1, last: now}
+	return 0
+}
+
 // markAdopted remembers that this process adopted the workload key (uid).
 func (r *reconciler) markAdopted(key string, uid types.UID) {
 	r.mu.Lock()
@@ -376,6 +417,7 @@ func (r *reconciler) forget(key string) {
 	delete(r.waitingSince, key)
 	delete(r.dryBaseline, key)
 	delete(r.adopted, key)
+	delete(r.removals, key)
 	r.mu.Unlock()
 	r.report.forget(key)
 }
