@@ -46,6 +46,39 @@ type Live struct {
 
 	mu       sync.Mutex
 	handlers []func([]WorkloadRef)
+	onRules  []func([]RuleState)
+}
+
+// RuleState is what Live made of one ReferenceRule at its latest attempt.
+type RuleState struct {
+	Name       string
+	Generation int64
+	// Err says why the rules are not applied, nil when they are. The rules
+	// are compiled into one graph, so it is the same for every rule.
+	Err error
+}
+
+// OnRules registers fn, called after every attempt to apply the rules with
+// what became of each (StatusWriter writes it to the rules' status).
+func (l *Live) OnRules(fn func([]RuleState)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.onRules = append(l.onRules, fn)
+}
+
+func (l *Live) reportRules(objs []any, err error) {
+	states := make([]RuleState, 0, len(objs))
+	for _, o := range objs {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			states = append(states, RuleState{Name: u.GetName(), Generation: u.GetGeneration(), Err: err})
+		}
+	}
+	l.mu.Lock()
+	fns := slices.Clone(l.onRules)
+	l.mu.Unlock()
+	for _, fn := range fns {
+		fn(states)
+	}
 }
 
 // ReferenceRules is the resource of v1alpha1.ReferenceRule.
@@ -169,7 +202,13 @@ func (l *Live) Start(ctx context.Context) error {
 		case <-timer:
 		}
 		timer = nil
-		if err := l.rebuild(ctx, inf.GetStore().List()); err != nil {
+		objs := inf.GetStore().List()
+		err := l.rebuild(ctx, objs)
+		if ctx.Err() != nil {
+			return nil
+		}
+		l.reportRules(objs, err)
+		if err != nil {
 			if prev := l.Err(); prev == nil || prev.Error() != err.Error() {
 				l.logger.Error(err, "ReferenceRules not applied; the previous ones stay in use", "retry_in", retry.String())
 			}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/go-logr/logr"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -41,13 +44,17 @@ func TestLiveFollowsReferenceRules(t *testing.T) {
 			notified[w.Name] = true
 		}
 	})
+	status := chain.NewStatusWriter(f.dyn, live, logr.Discard())
 	ctx, cancel := context.WithCancel(f.ctx)
-	done := make(chan error, 1)
+	done := make(chan error, 2)
 	go func() { done <- live.Start(ctx) }()
+	go func() { done <- status.Start(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Live.Start: %v", err)
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Errorf("Start: %v", err)
+			}
 		}
 	})
 
@@ -64,6 +71,28 @@ func TestLiveFollowsReferenceRules(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = rulesAPI.Delete(context.Background(), r.Name, metav1.DeleteOptions{}) })
+	}
+	// ready waits until the rules' Ready conditions are status, with a
+	// message containing msg.
+	ready := func(status metav1.ConditionStatus, msg string, names ...string) {
+		t.Helper()
+		f.eventually("Ready "+string(status), func() string {
+			for _, n := range names {
+				u, err := rulesAPI.Get(f.ctx, n, metav1.GetOptions{})
+				if err != nil {
+					return err.Error()
+				}
+				var r v1alpha1.ReferenceRule
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r); err != nil {
+					return err.Error()
+				}
+				c := apimeta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionReady)
+				if c == nil || c.Status != status || !strings.Contains(c.Message, msg) || c.ObservedGeneration != r.Generation {
+					return fmt.Sprintf("%s: %+v", n, c)
+				}
+			}
+			return ""
+		})
 	}
 	want := func(what string, secret string, names ...string) {
 		t.Helper()
@@ -91,6 +120,7 @@ func TestLiveFollowsReferenceRules(t *testing.T) {
 	}
 	want("kagent rules", "ca-a", "Deployment/a1", "Deployment/a2")
 	want("three hops", "prov-secret", "Deployment/d")
+	ready(metav1.ConditionTrue, "followed by the rollout controller", "kagent-modelconfig", "kagent-agent", "kagent-modelprovider")
 	f.eventually("workloads notified", func() string {
 		mu.Lock()
 		defer mu.Unlock()
@@ -115,6 +145,7 @@ func TestLiveFollowsReferenceRules(t *testing.T) {
 		return ""
 	})
 	t.Logf("Err: %v", live.Err())
+	ready(metav1.ConditionFalse, "nope.example.dev", "unserved", "kagent-modelconfig")
 	want("previous graph kept", "ca-a", "Deployment/a1", "Deployment/a2")
 	if err := rulesAPI.Delete(f.ctx, "unserved", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -124,6 +155,7 @@ func TestLiveFollowsReferenceRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	want("agent rule deleted", "ca-a")
+	ready(metav1.ConditionTrue, "followed by the rollout controller", "kagent-modelconfig", "kagent-modelprovider")
 	f.eventually("error cleared", func() string {
 		if err := live.Err(); err != nil {
 			return err.Error()

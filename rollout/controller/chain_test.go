@@ -177,6 +177,22 @@ func TestReferenceRulesRollAgents(t *testing.T) {
 		waitAdopted(t, ns, n)
 		waitEvent(t, ns, n, EventAdopted, "nothing restarted")
 	}
+	// The rules say they are followed (kubectl get referencerules: READY True).
+	for _, name := range []string{"kagent-modelconfig", "kagent-agent"} {
+		waitFor(t, "ReferenceRule "+name+" Ready", func() (bool, error) {
+			u, err := dyn(t).Resource(referenceRules).Get(testContext(t), name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, c := range conds {
+				if m, _ := c.(map[string]any); m["type"] == "Ready" && m["status"] == "True" {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+	}
 	rolloutsAre(t, ns, map[string]int{"a1": 0, "a2": 0, "b1": 0, "c1": 0})
 
 	updateSecret(t, ns, "ca-a", setKey("ca.crt", ca()))

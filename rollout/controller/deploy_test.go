@@ -405,11 +405,12 @@ func checkReferenceRules(t *testing.T, objs []*unstructured.Unstructured, as res
 		}
 	}
 
-	can := func(group, resource, verb string) bool {
+	can := func(group, resource, verb string) bool { // resource: "name" or "name/subresource"
 		t.Helper()
+		resource, sub, _ := strings.Cut(resource, "/")
 		sar, err := clientset().AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 			User: as.UserName, Groups: as.Groups,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: group, Resource: resource, Verb: verb},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: group, Resource: resource, Subresource: sub, Verb: verb},
 		}}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -420,6 +421,12 @@ func checkReferenceRules(t *testing.T, objs []*unstructured.Unstructured, as res
 		if !can("hotcert.dev", "referencerules", verb) {
 			t.Errorf("the controller cannot %s referencerules.hotcert.dev", verb)
 		}
+	}
+	if !can("hotcert.dev", "referencerules/status", "update") {
+		t.Error("the controller cannot write the status of referencerules.hotcert.dev")
+	}
+	if can("hotcert.dev", "referencerules", "update") {
+		t.Error("the controller may change ReferenceRules themselves")
 	}
 	if can("kagent.dev", "agents", "list") {
 		t.Fatal("the controller reads agents.kagent.dev before anyone granted it")

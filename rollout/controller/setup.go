@@ -174,7 +174,11 @@ func (c *Controller) setupReferenceRules(mgr manager.Manager) error {
 		opts = append(opts, chain.WithNamespaces(c.namespaces...))
 	}
 	c.live = chain.NewLive(dyn, mgr.GetRESTMapper(), ns, opts...)
-	return mgr.Add(c.live)
+	if err := mgr.Add(c.live); err != nil {
+		return err
+	}
+	// The rules' Ready condition, written by the leader.
+	return mgr.Add(chain.NewStatusWriter(dyn, c.live, mgr.GetLogger().WithName("referencerules")))
 }
 
 // chained reports whether a ReferenceRule's chain reaches the workload obj of

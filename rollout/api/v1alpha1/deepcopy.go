@@ -1,6 +1,9 @@
 package v1alpha1
 
-import "k8s.io/apimachinery/pkg/runtime"
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
 
 // Hand-written deep copies (what controller-gen would generate).
 
@@ -50,6 +53,12 @@ func (r *ReferenceRule) DeepCopyInto(out *ReferenceRule) {
 	*out = *r
 	r.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	r.Spec.DeepCopyInto(&out.Spec)
+	if r.Status.Conditions != nil {
+		out.Status.Conditions = make([]metav1.Condition, len(r.Status.Conditions))
+		for i := range r.Status.Conditions {
+			r.Status.Conditions[i].DeepCopyInto(&out.Status.Conditions[i])
+		}
+	}
 }
 
 // DeepCopy returns a deep copy of r.

@@ -58,8 +58,28 @@ func AddToScheme(s *runtime.Scheme) error {
 type ReferenceRule struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              ReferenceRuleSpec `json:"spec"`
+	Spec              ReferenceRuleSpec   `json:"spec"`
+	Status            ReferenceRuleStatus `json:"status,omitempty"`
 }
+
+// ReferenceRuleStatus is what the rollout controller made of the rule.
+type ReferenceRuleStatus struct {
+	// ObservedGeneration is the generation of the spec the conditions
+	// describe.
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: ConditionReady.
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ConditionReady is True when the rollout controller follows the rule as
+// written (reason ReasonApplied), False when the latest rules could not be
+// applied (reason ReasonNotApplied; the message says why, and the previous
+// rules stay in use).
+const (
+	ConditionReady   = "Ready"
+	ReasonApplied    = "Applied"
+	ReasonNotApplied = "NotApplied"
+)
 
 // ReferenceRuleSpec is what a ReferenceRule declares about its target kind.
 type ReferenceRuleSpec struct {
