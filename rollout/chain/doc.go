@@ -22,7 +22,8 @@
 // manager.Runnable), and adapts it to controller-runtime: [Live.MapData] maps a
 // Secret or ConfigMap event to workloads, [Live.Source] enqueues the workloads
 // a custom-resource change reaches, and [MergeRefs] merges what the chains
-// consume with what the pod spec consumes, for rollout.Compute. The rollout
+// consume with what the pod spec consumes, for rollout.Compute; [StatusWriter]
+// writes each rule's Ready condition from Live's results. The rollout
 // controller (rollout/controller, Options.ReferenceRules) is built this way.
 //
 // # Coexisting with the owner controller
