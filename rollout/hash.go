@@ -21,8 +21,8 @@ type Problem struct {
 	Name string
 	// Key is empty when the problem is the whole object.
 	Key string
-	// Reason is ReasonMissingObject, ReasonMissingKey, ReasonInvalidTLS or
-	// ReasonOutOfScope.
+	// Reason is ReasonMissingObject, ReasonMissingKey, ReasonInvalidTLS,
+	// ReasonOutOfScope or ReasonCrossNamespace.
 	Reason string
 	// Detail says what is wrong; it never holds secret data.
 	Detail string
@@ -36,6 +36,9 @@ const (
 	// ReasonOutOfScope: a chain of custom resources leads to an object in a
 	// namespace the controller does not watch.
 	ReasonOutOfScope = "out_of_scope"
+	// ReasonCrossNamespace: a chain leads to an object in another namespace
+	// and the hashes are not keyed.
+	ReasonCrossNamespace = "cross_namespace"
 )
 
 func (p Problem) String() string {

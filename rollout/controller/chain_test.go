@@ -257,11 +257,13 @@ func TestReferenceRulesRollAgents(t *testing.T) {
 
 // TestReferenceRuleChainAcrossNamespaces: a ModelConfig names its provider as
 // "namespace/name" in another namespace, whose Secret it consumes. A
-// controller watching both namespaces rolls the Agent when that Secret
-// changes. One that does not watch the provider's namespace refuses, saying
-// which object is out of its scope, instead of never seeing it change: the
-// ModelProvider when its informers are scoped to the Agent's namespace alone,
-// the Secret when it watches several namespaces (its informers see all).
+// controller watching both namespaces, with a hash key, rolls the Agent when
+// that Secret changes. One that does not watch the provider's namespace
+// refuses, saying which object is out of its scope, instead of never seeing
+// it change: the ModelProvider when its informers are scoped to the Agent's
+// namespace alone, the Secret when it watches several namespaces (its
+// informers see all). Without a hash key it refuses too: plain digests of
+// another namespace's values must not land on this namespace's workloads.
 func TestReferenceRuleChainAcrossNamespaces(t *testing.T) {
 	t.Parallel()
 	kagentRules(t)
@@ -283,7 +285,16 @@ func TestReferenceRuleChainAcrossNamespaces(t *testing.T) {
 		t.Fatalf("out-of-scope refusals: %d, want 1", got)
 	}
 	wider.Stop()
+	// Both namespaces watched, but no hash key: plain digests of the other
+	// namespace's values would land on this namespace's Deployment.
+	unkeyed := startControllerIn(t, env.Config(), []string{ns, shared}, o)
+	waitEvent(t, ns, "a", EventRefused, "is in another namespace: following it needs a hash key (--hash-key-file)")
+	if got := unkeyed.counter("Deployment", ResultRefused, rollout.ReasonCrossNamespace); got != 1 {
+		t.Fatalf("cross-namespace refusals: %d, want 1", got)
+	}
+	unkeyed.Stop()
 
+	o.HashKey = []byte("a hash key of the test, 32 bytes")
 	c := startControllerIn(t, env.Config(), []string{ns, shared}, o)
 	waitAdopted(t, ns, "a")
 	other := updateSecret(t, shared, "token", setKey("other", "o2"))
