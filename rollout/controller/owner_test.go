@@ -28,16 +28,7 @@ import (
 // Deployments in ns (failurePolicy Ignore, as deployed).
 func startWebhook(t *testing.T, ns string) {
 	t.Helper()
-	ca := hotcerttest.MustNewCA()
-	leaf := ca.MustIssue()
-	dir := t.TempDir()
-	crt, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if err := os.WriteFile(crt, leaf.ChainPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(key, leaf.KeyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ca, crt, key := servingKeyPair(t)
 	ws, err := newWebhookServer("127.0.0.1:0", crt, key, logr.Discard(), Options{Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +92,23 @@ func startWebhook(t *testing.T, ns string) {
 		}
 		return rollout.Stamped(&d.Spec.Template) == "probe", nil
 	})
+}
+
+// servingKeyPair writes a serving certificate (for localhost and 127.0.0.1)
+// and its key to files, and returns its CA and the files.
+func servingKeyPair(t testing.TB) (ca *hotcerttest.CA, crt, key string) {
+	t.Helper()
+	ca = hotcerttest.MustNewCA()
+	leaf := ca.MustIssue()
+	dir := t.TempDir()
+	crt, key = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(crt, leaf.ChainPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, leaf.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return ca, crt, key
 }
 
 // resetAnnotations is an owner controller's reconcile, as kagent's: it writes

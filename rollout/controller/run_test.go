@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/rollout"
 )
 
@@ -35,16 +34,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	metricsPort, probePort, webhookPort := freePort(t), freePort(t), freePort(t)
-	ca := hotcerttest.MustNewCA()
-	leaf := ca.MustIssue()
-	dir := t.TempDir()
-	crt, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if err := os.WriteFile(crt, leaf.ChainPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(key, leaf.KeyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ca, crt, key := servingKeyPair(t)
 	cfg := DefaultConfig()
 	fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
 	cfg.AddFlags(fs)
