@@ -39,7 +39,6 @@ type Live struct {
 	namespace string
 	logger    logr.Logger
 	inScope   func(namespace string) bool // nil: every namespace
-	syncWarn  time.Duration
 
 	cur     atomic.Pointer[Resolver]
 	lastErr atomic.Pointer[error]
@@ -81,6 +80,10 @@ func (l *Live) reportRules(objs []any, err error) {
 	}
 }
 
+// crdSyncWarning is how long Live waits for the first list of ReferenceRules
+// before it logs that it cannot list them.
+const crdSyncWarning = 30 * time.Second
+
 // ReferenceRules is the resource of v1alpha1.ReferenceRule.
 var ReferenceRules = v1alpha1.GroupVersion.WithResource("referencerules")
 
@@ -114,7 +117,7 @@ func WithNamespaces(namespaces ...string) LiveOption {
 // NewLive returns a Live that follows ReferenceRules through dyn; its
 // Resolvers inform in namespace ("" for all).
 func NewLive(dyn dynamic.Interface, mapper meta.RESTMapper, namespace string, opts ...LiveOption) *Live {
-	l := &Live{dyn: dyn, mapper: mapper, namespace: namespace, logger: logr.Discard(), syncWarn: 30 * time.Second}
+	l := &Live{dyn: dyn, mapper: mapper, namespace: namespace, logger: logr.Discard()}
 	for _, o := range opts {
 		o.applyLive(l)
 	}
@@ -177,9 +180,9 @@ func (l *Live) Start(ctx context.Context) error {
 	}
 	f.Start(ctx.Done())
 	defer f.Shutdown()
-	warn := time.AfterFunc(l.syncWarn, func() {
+	warn := time.AfterFunc(crdSyncWarning, func() {
 		l.logger.Error(nil, "cannot list ReferenceRules: is the CRD referencerules.hotcert.dev installed, and may the controller list it? Workloads reached through custom resources are not rolled until then",
-			"waited", l.syncWarn.String())
+			"waited", crdSyncWarning.String())
 	})
 	synced := cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
 	warn.Stop()
