@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -42,6 +45,7 @@ type Live struct {
 
 	cur     atomic.Pointer[Resolver]
 	lastErr atomic.Pointer[error]
+	applied string // signature of the rules cur was built from (Start's goroutine only)
 
 	mu       sync.Mutex
 	handlers []func([]WorkloadRef)
@@ -52,8 +56,10 @@ type Live struct {
 type RuleState struct {
 	Name       string
 	Generation int64
-	// Err says why the rules are not applied, nil when they are. The rules
-	// are compiled into one graph, so it is the same for every rule.
+	// Err says why the rule is not applied, nil when it is: its own error (it
+	// does not compile, names a kind the API server does not serve, or is about
+	// a kind an older rule describes), or that of the whole graph (an informer
+	// that does not sync), in which case the previous rules stay in use.
 	Err error
 }
 
@@ -65,11 +71,17 @@ func (l *Live) OnRules(fn func([]RuleState)) {
 	l.onRules = append(l.onRules, fn)
 }
 
-func (l *Live) reportRules(objs []any, err error) {
+// reportRules reports each rule's own error (bad), or else err, the error of
+// the graph as a whole.
+func (l *Live) reportRules(objs []any, bad map[string]error, err error) {
 	states := make([]RuleState, 0, len(objs))
 	for _, o := range objs {
 		if u, ok := o.(*unstructured.Unstructured); ok {
-			states = append(states, RuleState{Name: u.GetName(), Generation: u.GetGeneration(), Err: err})
+			st := RuleState{Name: u.GetName(), Generation: u.GetGeneration(), Err: err}
+			if e := bad[u.GetName()]; e != nil {
+				st.Err = e
+			}
+			states = append(states, st)
 		}
 	}
 	l.mu.Lock()
@@ -206,11 +218,15 @@ func (l *Live) Start(ctx context.Context) error {
 		}
 		timer = nil
 		objs := inf.GetStore().List()
-		err := l.rebuild(ctx, objs)
+		bad, err := l.rebuild(ctx, objs)
 		if ctx.Err() != nil {
 			return nil
 		}
-		l.reportRules(objs, err)
+		l.reportRules(objs, bad, err)
+		if err == nil && len(bad) > 0 {
+			// The other rules are in use; retry these (a CRD installed later).
+			err = setAside(bad)
+		}
 		if err != nil {
 			if prev := l.Err(); prev == nil || prev.Error() != err.Error() {
 				l.logger.Error(err, "ReferenceRules not applied; the previous ones stay in use", "retry_in", retry.String())
@@ -225,7 +241,12 @@ func (l *Live) Start(ctx context.Context) error {
 	}
 }
 
-func (l *Live) rebuild(ctx context.Context, objs []any) error {
+// rebuild applies the rules of objs: it sets aside, with their own errors
+// (bad), the rules that cannot be used, and makes a Resolver of the others,
+// unless they are the ones in use already (a status update, a retry). err is
+// why the graph could not be built; the previous one then stays.
+func (l *Live) rebuild(ctx context.Context, objs []any) (bad map[string]error, err error) {
+	bad = map[string]error{}
 	rules := make([]v1alpha1.ReferenceRule, 0, len(objs))
 	for _, o := range objs {
 		u, ok := o.(*unstructured.Unstructured)
@@ -234,27 +255,33 @@ func (l *Live) rebuild(ctx context.Context, objs []any) error {
 		}
 		var r v1alpha1.ReferenceRule
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r); err != nil {
-			return fmt.Errorf("chain: ReferenceRule %s: %w", u.GetName(), err)
+			bad[u.GetName()] = fmt.Errorf("chain: ReferenceRule %s: %w", u.GetName(), err)
+			continue
 		}
 		rules = append(rules, r)
-	}
-	sort.Slice(rules, func(i, j int) bool { return rules[i].Name < rules[j].Name })
-	g, err := Compile(rules)
-	if err != nil {
-		return err
 	}
 	if rm, ok := l.mapper.(interface{ Reset() }); ok {
 		rm.Reset() // a rule may name a CRD installed since
 	}
+	rules = l.sortOut(rules, bad)
+	sig := signature(rules)
+	if l.cur.Load() != nil && sig == l.applied {
+		return bad, nil
+	}
+	g, err := Compile(rules)
+	if err != nil {
+		return bad, err
+	}
 	r, err := NewResolver(l.dyn, l.mapper, g, l.namespace)
 	if err != nil {
-		return err
+		return bad, err
 	}
 	r.OnChange(l.notify)
 	if err := r.start(ctx, 30*time.Second); err != nil {
 		r.Shutdown()
-		return err
+		return bad, err
 	}
+	l.applied = sig
 	var kinds []string
 	for _, gvk := range g.gvks {
 		kinds = append(kinds, gvk.GroupKind().String())
@@ -266,7 +293,67 @@ func (l *Live) rebuild(ctx context.Context, objs []any) error {
 		l.notify(old.Workloads())
 	}
 	l.notify(r.Workloads())
-	return nil
+	return bad, nil
+}
+
+// sortOut returns the rules that can be used together, in name order, and
+// records in bad why each other one cannot: it does not compile on its own,
+// names a kind the API server does not serve, or is about a kind that an
+// older rule (by creation, then name) is about.
+func (l *Live) sortOut(rules []v1alpha1.ReferenceRule, bad map[string]error) []v1alpha1.ReferenceRule {
+	slices.SortFunc(rules, func(a, b v1alpha1.ReferenceRule) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	owner := map[schema.GroupKind]string{}
+	var ok []v1alpha1.ReferenceRule
+	for _, r := range rules {
+		g, err := Compile([]v1alpha1.ReferenceRule{r})
+		if err != nil {
+			bad[r.Name] = err
+			continue
+		}
+		target := r.Spec.Target.GVK().GroupKind()
+		if o, taken := owner[target]; taken {
+			bad[r.Name] = fmt.Errorf("chain: rules %s and %s are both about %s: %s, the older, is used", o, r.Name, target, o)
+			continue
+		}
+		var unserved error
+		for _, gvk := range g.Kinds() {
+			if _, err := l.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+				unserved = fmt.Errorf("chain: rule %s: %s is not served: %w", r.Name, gvk, err)
+				break
+			}
+		}
+		if unserved != nil {
+			bad[r.Name] = unserved
+			continue
+		}
+		owner[target] = r.Name
+		ok = append(ok, r)
+	}
+	slices.SortFunc(ok, func(a, b v1alpha1.ReferenceRule) int { return strings.Compare(a.Name, b.Name) })
+	return ok
+}
+
+// signature identifies a set of rules at their generations.
+func signature(rules []v1alpha1.ReferenceRule) string {
+	var b strings.Builder
+	for _, r := range rules {
+		fmt.Fprintf(&b, "%s@%d,", r.Name, r.Generation)
+	}
+	return b.String()
+}
+
+// setAside is the error of the rules set aside while the others are in use.
+func setAside(bad map[string]error) error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(bad)) {
+		errs = append(errs, bad[name])
+	}
+	return fmt.Errorf("chain: %d ReferenceRule(s) set aside, the others are in use: %w", len(bad), errors.Join(errs...))
 }
 
 // Workloads returns every workload the graph's objects run.

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -45,6 +46,8 @@ func TestLiveFollowsReferenceRules(t *testing.T) {
 		}
 	})
 	status := chain.NewStatusWriter(f.dyn, live, logr.Discard())
+	var attempts atomic.Int32
+	live.OnRules(func([]chain.RuleState) { attempts.Add(1) })
 	ctx, cancel := context.WithCancel(f.ctx)
 	done := make(chan error, 2)
 	go func() { done <- live.Start(ctx) }()
@@ -121,6 +124,27 @@ func TestLiveFollowsReferenceRules(t *testing.T) {
 	want("kagent rules", "ca-a", "Deployment/a1", "Deployment/a2")
 	want("three hops", "prov-secret", "Deployment/d")
 	ready(metav1.ConditionTrue, "followed by the rollout controller", "kagent-modelconfig", "kagent-agent", "kagent-modelprovider")
+
+	// A change that is not the rules' spec (the status written above, a
+	// label) is looked at, but rebuilds nothing: the informers stay.
+	before, n := live.Resolver(), attempts.Load()
+	u, err := rulesAPI.Get(f.ctx, "kagent-agent", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.SetLabels(map[string]string{"team": "platform"})
+	if _, err := rulesAPI.Update(f.ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.eventually("the label change looked at", func() string {
+		if attempts.Load() == n {
+			return "not yet"
+		}
+		return ""
+	})
+	if live.Resolver() != before {
+		t.Fatal("a label change rebuilt the graph")
+	}
 	f.eventually("workloads notified", func() string {
 		mu.Lock()
 		defer mu.Unlock()
@@ -133,7 +157,7 @@ func TestLiveFollowsReferenceRules(t *testing.T) {
 		t.Fatalf("Consumed(a1) = %+v, %v", c, err)
 	}
 
-	// A rule naming a kind nobody serves: the previous graph stays.
+	// A rule naming a kind nobody serves: set aside, the others stay in use.
 	create(v1alpha1.ReferenceRule{ObjectMeta: metav1.ObjectMeta{Name: "unserved"}, Spec: v1alpha1.ReferenceRuleSpec{
 		Target:     v1alpha1.GroupVersionKind{Group: "nope.example.dev", Version: "v1", Kind: "Nothing"},
 		SecretRefs: []v1alpha1.DataRef{{Name: v1alpha1.FieldRef{Path: "spec.secret"}}},
@@ -145,8 +169,21 @@ func TestLiveFollowsReferenceRules(t *testing.T) {
 		return ""
 	})
 	t.Logf("Err: %v", live.Err())
-	ready(metav1.ConditionFalse, "nope.example.dev", "unserved", "kagent-modelconfig")
+	ready(metav1.ConditionFalse, "nope.example.dev", "unserved")
+	ready(metav1.ConditionTrue, "followed by the rollout controller", "kagent-modelconfig", "kagent-agent")
 	want("previous graph kept", "ca-a", "Deployment/a1", "Deployment/a2")
+
+	// A second rule about ModelConfig: the newer one is set aside.
+	dup := rules()[0]
+	dup.Name = "zz-modelconfig-again"
+	dup.Spec.SecretRefs = dup.Spec.SecretRefs[:1]
+	create(dup)
+	ready(metav1.ConditionFalse, "kagent-modelconfig and zz-modelconfig-again are both about ModelConfig.kagent.dev: kagent-modelconfig, the older, is used", "zz-modelconfig-again")
+	ready(metav1.ConditionTrue, "followed by the rollout controller", "kagent-modelconfig")
+	want("the older rule kept", "ca-a", "Deployment/a1", "Deployment/a2")
+	if err := rulesAPI.Delete(f.ctx, "zz-modelconfig-again", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if err := rulesAPI.Delete(f.ctx, "unserved", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
