@@ -74,6 +74,9 @@ func (l *Live) OnRules(fn func([]RuleState)) {
 // reportRules reports each rule's own error (bad), or else err, the error of
 // the graph as a whole.
 func (l *Live) reportRules(objs []any, bad map[string]error, err error) {
+	if err != nil {
+		err = fmt.Errorf("%w; the previous rules stay in use", err)
+	}
 	states := make([]RuleState, 0, len(objs))
 	for _, o := range objs {
 		if u, ok := o.(*unstructured.Unstructured); ok {

@@ -69,7 +69,7 @@ func (w *StatusWriter) write(ctx context.Context, st RuleState) error {
 		Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonApplied, Message: "followed by the rollout controller"}
 	if st.Err != nil {
 		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonNotApplied
-		cond.Message = st.Err.Error() + "; the previous rules stay in use"
+		cond.Message = st.Err.Error()
 	}
 	rules := w.dyn.Resource(ReferenceRules)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
