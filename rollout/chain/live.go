@@ -45,7 +45,11 @@ type Live struct {
 
 	cur     atomic.Pointer[Resolver]
 	lastErr atomic.Pointer[error]
-	applied string // signature of the rules cur was built from (Start's goroutine only)
+	// Start's goroutine only: the signature of the rules cur was built from,
+	// and those of them set aside because their informers did not sync
+	// (retried at every attempt).
+	applied string
+	stuck   map[string]error
 
 	mu       sync.Mutex
 	handlers []func([]WorkloadRef)
@@ -268,28 +272,20 @@ func (l *Live) rebuild(ctx context.Context, objs []any) (bad map[string]error, e
 	}
 	rules = l.sortOut(rules, bad)
 	sig := signature(rules)
-	if l.cur.Load() != nil && sig == l.applied {
-		return bad, nil
+	if l.cur.Load() != nil && sig == l.applied && len(l.stuck) == 0 {
+		return bad, nil // nothing new, nothing to retry
 	}
-	g, err := Compile(rules)
+	r, stuck, err := l.start(ctx, rules)
+	maps.Copy(bad, stuck)
 	if err != nil {
 		return bad, err
 	}
-	r, err := NewResolver(l.dyn, l.mapper, g, l.namespace)
-	if err != nil {
-		return bad, err
-	}
-	r.OnChange(l.notify)
-	if err := r.start(ctx, 30*time.Second); err != nil {
-		r.Shutdown()
-		return bad, err
-	}
-	l.applied = sig
+	l.applied, l.stuck = sig, stuck
 	var kinds []string
-	for _, gvk := range g.gvks {
+	for _, gvk := range r.graph.gvks {
 		kinds = append(kinds, gvk.GroupKind().String())
 	}
-	l.logger.Info("following ReferenceRules", "rules", len(rules), "kinds", kinds)
+	l.logger.Info("following ReferenceRules", "rules", len(rules)-len(stuck), "kinds", kinds)
 	old := l.cur.Swap(r)
 	if old != nil {
 		old.Shutdown()
@@ -298,6 +294,67 @@ func (l *Live) rebuild(ctx context.Context, objs []any) (bad map[string]error, e
 	l.notify(r.Workloads())
 	return bad, nil
 }
+
+// start builds and starts a Resolver of rules. When informers do not sync, it
+// sets aside (stuck) the rules that name their kinds and tries again without
+// them; an informer it cannot blame on a rule (a workload kind's) fails the
+// graph.
+func (l *Live) start(ctx context.Context, rules []v1alpha1.ReferenceRule) (_ *Resolver, stuck map[string]error, _ error) {
+	stuck = map[string]error{}
+	for {
+		g, err := Compile(rules)
+		if err != nil {
+			return nil, stuck, err
+		}
+		r, err := NewResolver(l.dyn, l.mapper, g, l.namespace)
+		if err != nil {
+			return nil, stuck, err
+		}
+		r.OnChange(l.notify)
+		err = r.start(ctx, resolverSyncTimeout)
+		if err == nil {
+			return r, stuck, nil
+		}
+		r.Shutdown()
+		var unsynced *UnsyncedError
+		if !errors.As(err, &unsynced) || ctx.Err() != nil {
+			return nil, stuck, err
+		}
+		var kept []v1alpha1.ReferenceRule
+		for _, rule := range rules {
+			if res := l.blocked(rule, unsynced.Resources); res != "" {
+				stuck[rule.Name] = fmt.Errorf("chain: rule %s: the informer of %s did not sync: may the controller list and watch it (RBAC)?", rule.Name, res)
+				continue
+			}
+			kept = append(kept, rule)
+		}
+		if len(kept) == len(rules) {
+			return nil, stuck, err
+		}
+		rules = kept
+	}
+}
+
+// blocked returns the first of the resources that rule names, "" if none.
+func (l *Live) blocked(rule v1alpha1.ReferenceRule, resources []schema.GroupVersionResource) string {
+	g, err := Compile([]v1alpha1.ReferenceRule{rule})
+	if err != nil {
+		return ""
+	}
+	for _, gvk := range g.Kinds() {
+		m, err := l.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			continue
+		}
+		if slices.Contains(resources, m.Resource) {
+			return m.Resource.Resource + "." + m.Resource.Group
+		}
+	}
+	return ""
+}
+
+// resolverSyncTimeout bounds the wait for a new Resolver's informers.
+var resolverSyncTimeout = 30 * time.Second
 
 // sortOut returns the rules that can be used together, in name order, and
 // records in bad why each other one cannot: it does not compile on its own,

@@ -8,12 +8,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
@@ -217,4 +220,93 @@ func TestMergeRefs(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v\nwant %+v", got, want)
 	}
+}
+
+// A controller that may not list a kind some rule names (its platform team
+// has not granted it yet) sets that rule aside, with its status saying so,
+// and follows the others.
+func TestRulesWhoseKindsCannotBeListedAreSetAside(t *testing.T) {
+	defer chain.SetResolverSyncTimeout(2 * time.Second)()
+	f := newSerialFixture(t)
+	f.kagent()
+	rulesAPI := f.dyn.Resource(chain.ReferenceRules)
+	for _, r := range rules()[:3] {
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ReferenceRule"))
+		if _, err := rulesAPI.Create(f.ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rulesAPI.Delete(context.Background(), r.Name, metav1.DeleteOptions{}) })
+	}
+	read := []string{"get", "list", "watch"}
+	cfg := env.NewRestrictedConfig(t, "chain-reader", []rbacv1.PolicyRule{
+		{APIGroups: []string{"hotcert.dev"}, Resources: []string{"referencerules"}, Verbs: read},
+		{APIGroups: []string{"hotcert.dev"}, Resources: []string{"referencerules/status"}, Verbs: []string{"update"}},
+		{APIGroups: []string{"kagent.dev"}, Resources: []string{"agents", "modelconfigs"}, Verbs: read}, // not modelproviders
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets"}, Verbs: read},
+	}, "")
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := chain.NewLive(dyn, mapper, f.ns)
+	status := chain.NewStatusWriter(dyn, live, logr.Discard())
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan error, 2)
+	go func() { done <- live.Start(ctx) }()
+	go func() { done <- status.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Errorf("Start: %v", err)
+			}
+		}
+	})
+
+	f.eventually("the kagent rules followed", func() string {
+		if got := names(live.WorkloadsOf(rollout.KindSecret, f.ns, "ca-a")); !reflect.DeepEqual(got, []string{"Deployment/a1", "Deployment/a2"}) {
+			return fmt.Sprintf("got %v (Err: %v)", got, live.Err())
+		}
+		return ""
+	})
+	if got := live.WorkloadsOf(rollout.KindSecret, f.ns, "prov-secret"); len(got) != 0 {
+		t.Fatalf("the ModelProvider rule is followed without the right to list ModelProviders: %v", got)
+	}
+	f.eventually("the statuses", func() string {
+		want := map[string]string{
+			"kagent-modelconfig":   "True:followed by the rollout controller",
+			"kagent-agent":         "True:followed by the rollout controller",
+			"kagent-modelprovider": "False:the informer of modelproviders.kagent.dev did not sync: may the controller list and watch it (RBAC)?",
+		}
+		for name, w := range want {
+			u, err := f.dyn.Resource(chain.ReferenceRules).Get(f.ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err.Error()
+			}
+			var r v1alpha1.ReferenceRule
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r); err != nil {
+				return err.Error()
+			}
+			c := apimeta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionReady)
+			status, msg, _ := strings.Cut(w, ":")
+			if c == nil || string(c.Status) != status || !strings.Contains(c.Message, msg) {
+				return fmt.Sprintf("%s: %+v", name, c)
+			}
+		}
+		return ""
+	})
+	t.Logf("Err: %v", live.Err())
 }

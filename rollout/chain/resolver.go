@@ -139,12 +139,31 @@ func (r *Resolver) start(ctx context.Context, wait time.Duration) error {
 		wctx, c = context.WithTimeout(rctx, wait)
 		defer c()
 	}
+	var unsynced []schema.GroupVersionResource
 	for gvr, ok := range r.factory.WaitForCacheSync(wctx.Done()) {
 		if !ok {
-			return fmt.Errorf("chain: the informer of %s did not sync: may the controller list and watch it (RBAC)?", gvr)
+			unsynced = append(unsynced, gvr)
 		}
 	}
+	if len(unsynced) > 0 {
+		slices.SortFunc(unsynced, func(a, b schema.GroupVersionResource) int { return strings.Compare(a.String(), b.String()) })
+		return &UnsyncedError{Resources: unsynced}
+	}
 	return nil
+}
+
+// UnsyncedError is the error of informers that did not sync in time: most
+// often, the controller may not list and watch their resources.
+type UnsyncedError struct {
+	Resources []schema.GroupVersionResource
+}
+
+func (e *UnsyncedError) Error() string {
+	names := make([]string, len(e.Resources))
+	for i, r := range e.Resources {
+		names[i] = r.Resource + "." + r.Group
+	}
+	return fmt.Sprintf("chain: the informers of %s did not sync: may the controller list and watch them (RBAC)?", strings.Join(names, ", "))
 }
 
 // Shutdown stops the informers and waits until they have stopped.
