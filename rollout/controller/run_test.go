@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,6 +35,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	metricsPort, probePort, webhookPort := freePort(t), freePort(t), freePort(t)
+	prefix := fmt.Sprintf("hotcert_run%d", runs.Add(1))
 	ca, crt, key := servingKeyPair(t)
 	cfg := DefaultConfig()
 	fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
@@ -45,6 +47,10 @@ func TestRun(t *testing.T) {
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
 		"--min-interval=0",
+		// The metrics go to controller-runtime's process-wide registry: a
+		// prefix of this run's own lets the test run again in one process
+		// (-count=2).
+		"--metrics-prefix=" + prefix,
 		fmt.Sprintf("--webhook-bind-address=127.0.0.1:%d", webhookPort), "--webhook-cert-file", crt, "--webhook-key-file", key,
 	}); err != nil {
 		t.Fatal(err)
@@ -83,10 +89,10 @@ func TestRun(t *testing.T) {
 	waitReplicaSets(t, ns, "app", 2)
 	waitFor(t, "the rollout metrics", func() (bool, error) {
 		_, body := get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
-		return strings.Contains(body, `hotcert_rollouts_total{kind="Deployment",reason="config_changed",result="rolled"} 1`) &&
-			strings.Contains(body, `hotcert_rollout_queue_depth{kind="Deployment"}`) &&
-			strings.Contains(body, `hotcert_rollout_digested_objects 1`) &&
-			strings.Contains(body, `hotcert_tls_cert_not_after_seconds{component="webhook"}`), nil
+		return strings.Contains(body, prefix+`_rollouts_total{kind="Deployment",reason="config_changed",result="rolled"} 1`) &&
+			strings.Contains(body, prefix+`_rollout_queue_depth{kind="Deployment"}`) &&
+			strings.Contains(body, prefix+`_rollout_digested_objects 1`) &&
+			strings.Contains(body, prefix+`_tls_cert_not_after_seconds{component="webhook"}`), nil
 	})
 
 	// The webhook answers an AdmissionReview over TLS, with the configured
@@ -105,6 +111,9 @@ func TestRun(t *testing.T) {
 		return resp.StatusCode == http.StatusOK && strings.Contains(string(b), `"uid":"u1","allowed":true`), nil
 	})
 }
+
+// runs numbers TestRun's runs in this process.
+var runs atomic.Int32
 
 func get(url string) (int, string) {
 	resp, err := http.Get(url) //nolint:gosec // loopback test endpoint

@@ -68,6 +68,7 @@ func TestKagentRulesAreAccepted(t *testing.T) {
 		if err := env.Client().Create(ctx, &r); err != nil {
 			t.Fatalf("%s: %v", r.Name, err)
 		}
+		t.Cleanup(func() { _ = env.Client().Delete(context.Background(), &r) })
 		got := &v1alpha1.ReferenceRule{}
 		if err := env.Client().Get(ctx, client.ObjectKey{Name: r.Name}, got); err != nil {
 			t.Fatal(err)
@@ -146,6 +147,7 @@ func TestExampleRulesAreAccepted(t *testing.T) {
 		if err := env.Client().Create(ctx, &r); err != nil {
 			t.Fatalf("%s: %v", r.Name, err)
 		}
+		t.Cleanup(func() { _ = env.Client().Delete(context.Background(), &r) })
 		n++
 	}
 	if n != 2 {
