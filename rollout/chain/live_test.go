@@ -30,15 +30,7 @@ import (
 func TestLiveFollowsReferenceRules(t *testing.T) {
 	f := newFixture(t)
 	f.kagent()
-	hc, err := rest.HTTPClientFor(env.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper, err := apiutil.NewDynamicRESTMapper(env.Config(), hc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	live := chain.NewLive(f.dyn, mapper, f.ns)
+	live := f.live(env.Config())
 	var mu sync.Mutex
 	notified := map[string]bool{}
 	live.OnChange(func(ws []chain.WorkloadRef) {
@@ -48,58 +40,12 @@ func TestLiveFollowsReferenceRules(t *testing.T) {
 			notified[w.Name] = true
 		}
 	})
-	status := chain.NewStatusWriter(f.dyn, live, logr.Discard())
 	var attempts atomic.Int32
 	live.OnRules(func([]chain.RuleState) { attempts.Add(1) })
-	ctx, cancel := context.WithCancel(f.ctx)
-	done := make(chan error, 2)
-	go func() { done <- live.Start(ctx) }()
-	go func() { done <- status.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		for range 2 {
-			if err := <-done; err != nil {
-				t.Errorf("Start: %v", err)
-			}
-		}
-	})
+	f.run(live)
 
 	rulesAPI := f.dyn.Resource(chain.ReferenceRules)
-	create := func(r v1alpha1.ReferenceRule) {
-		t.Helper()
-		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u := &unstructured.Unstructured{Object: obj}
-		u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ReferenceRule"))
-		if _, err := rulesAPI.Create(f.ctx, u, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = rulesAPI.Delete(context.Background(), r.Name, metav1.DeleteOptions{}) })
-	}
-	// ready waits until the rules' Ready conditions are status, with a
-	// message containing msg.
-	ready := func(status metav1.ConditionStatus, msg string, names ...string) {
-		t.Helper()
-		f.eventually("Ready "+string(status), func() string {
-			for _, n := range names {
-				u, err := rulesAPI.Get(f.ctx, n, metav1.GetOptions{})
-				if err != nil {
-					return err.Error()
-				}
-				var r v1alpha1.ReferenceRule
-				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r); err != nil {
-					return err.Error()
-				}
-				c := apimeta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionReady)
-				if c == nil || c.Status != status || !strings.Contains(c.Message, msg) || c.ObservedGeneration != r.Generation {
-					return fmt.Sprintf("%s: %+v", n, c)
-				}
-			}
-			return ""
-		})
-	}
+	create, ready := f.createRule, f.ready
 	want := func(what string, secret string, names ...string) {
 		t.Helper()
 		if names == nil {
@@ -229,18 +175,8 @@ func TestRulesWhoseKindsCannotBeListedAreSetAside(t *testing.T) {
 	defer chain.SetResolverSyncTimeout(2 * time.Second)()
 	f := newSerialFixture(t)
 	f.kagent()
-	rulesAPI := f.dyn.Resource(chain.ReferenceRules)
 	for _, r := range rules()[:3] {
-		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u := &unstructured.Unstructured{Object: obj}
-		u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ReferenceRule"))
-		if _, err := rulesAPI.Create(f.ctx, u, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = rulesAPI.Delete(context.Background(), r.Name, metav1.DeleteOptions{}) })
+		f.createRule(r)
 	}
 	read := []string{"get", "list", "watch"}
 	cfg := env.NewRestrictedConfig(t, "chain-reader", []rbacv1.PolicyRule{
@@ -249,32 +185,8 @@ func TestRulesWhoseKindsCannotBeListedAreSetAside(t *testing.T) {
 		{APIGroups: []string{"kagent.dev"}, Resources: []string{"agents", "modelconfigs"}, Verbs: read}, // not modelproviders
 		{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets"}, Verbs: read},
 	}, "")
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper, err := apiutil.NewDynamicRESTMapper(cfg, hc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	live := chain.NewLive(dyn, mapper, f.ns)
-	status := chain.NewStatusWriter(dyn, live, logr.Discard())
-	ctx, cancel := context.WithCancel(f.ctx)
-	done := make(chan error, 2)
-	go func() { done <- live.Start(ctx) }()
-	go func() { done <- status.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		for range 2 {
-			if err := <-done; err != nil {
-				t.Errorf("Start: %v", err)
-			}
-		}
-	})
+	live := f.live(cfg)
+	f.run(live)
 
 	f.eventually("the kagent rules followed", func() string {
 		if got := names(live.WorkloadsOf(rollout.KindSecret, f.ns, "ca-a")); !reflect.DeepEqual(got, []string{"Deployment/a1", "Deployment/a2"}) {
@@ -285,14 +197,71 @@ func TestRulesWhoseKindsCannotBeListedAreSetAside(t *testing.T) {
 	if got := live.WorkloadsOf(rollout.KindSecret, f.ns, "prov-secret"); len(got) != 0 {
 		t.Fatalf("the ModelProvider rule is followed without the right to list ModelProviders: %v", got)
 	}
-	f.eventually("the statuses", func() string {
-		want := map[string]string{
-			"kagent-modelconfig":   "True:followed by the rollout controller",
-			"kagent-agent":         "True:followed by the rollout controller",
-			"kagent-modelprovider": "False:the informer of modelproviders.kagent.dev did not sync: may the controller list and watch it (RBAC)?",
+	f.ready(metav1.ConditionTrue, "followed by the rollout controller", "kagent-modelconfig", "kagent-agent")
+	f.ready(metav1.ConditionFalse, "the informer of modelproviders.kagent.dev did not sync: may the controller list and watch it (RBAC)?", "kagent-modelprovider")
+	t.Logf("Err: %v", live.Err())
+}
+
+// live returns a Live (and the StatusWriter f.run starts with it) acting
+// with cfg's identity, informing in f's namespace.
+func (f *fixture) live(cfg *rest.Config) *chain.Live {
+	f.t.Helper()
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, hc)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	l := chain.NewLive(dyn, mapper, f.ns)
+	f.status = chain.NewStatusWriter(dyn, l, logr.Discard())
+	return l
+}
+
+// run starts live and its StatusWriter until the test ends.
+func (f *fixture) run(live *chain.Live) {
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan error, 2)
+	go func() { done <- live.Start(ctx) }()
+	go func() { done <- f.status.Start(ctx) }()
+	f.t.Cleanup(func() {
+		cancel()
+		for range 2 {
+			if err := <-done; err != nil {
+				f.t.Errorf("Start: %v", err)
+			}
 		}
-		for name, w := range want {
-			u, err := f.dyn.Resource(chain.ReferenceRules).Get(f.ctx, name, metav1.GetOptions{})
+	})
+}
+
+// createRule creates a ReferenceRule, deleted when the test ends.
+func (f *fixture) createRule(r v1alpha1.ReferenceRule) {
+	f.t.Helper()
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&r)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ReferenceRule"))
+	rules := f.dyn.Resource(chain.ReferenceRules)
+	if _, err := rules.Create(f.ctx, u, metav1.CreateOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { _ = rules.Delete(context.Background(), r.Name, metav1.DeleteOptions{}) })
+}
+
+// ready waits until the named rules' Ready conditions are status, for their
+// current generation, with a message containing msg.
+func (f *fixture) ready(status metav1.ConditionStatus, msg string, names ...string) {
+	f.t.Helper()
+	f.eventually("Ready "+string(status), func() string {
+		for _, n := range names {
+			u, err := f.dyn.Resource(chain.ReferenceRules).Get(f.ctx, n, metav1.GetOptions{})
 			if err != nil {
 				return err.Error()
 			}
@@ -301,12 +270,10 @@ func TestRulesWhoseKindsCannotBeListedAreSetAside(t *testing.T) {
 				return err.Error()
 			}
 			c := apimeta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionReady)
-			status, msg, _ := strings.Cut(w, ":")
-			if c == nil || string(c.Status) != status || !strings.Contains(c.Message, msg) {
-				return fmt.Sprintf("%s: %+v", name, c)
+			if c == nil || c.Status != status || !strings.Contains(c.Message, msg) || c.ObservedGeneration != r.Generation {
+				return fmt.Sprintf("%s: %+v", n, c)
 			}
 		}
 		return ""
 	})
-	t.Logf("Err: %v", live.Err())
 }

@@ -79,6 +79,8 @@ type fixture struct {
 	dyn dynamic.Interface
 	c   client.Client
 	r   *chain.Resolver
+	// status is the StatusWriter of the Live f.live made.
+	status *chain.StatusWriter
 
 	mu      sync.Mutex
 	changed map[string]int
