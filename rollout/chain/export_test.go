@@ -9,3 +9,12 @@ func SetResolverSyncTimeout(d time.Duration) (restore func()) {
 	resolverSyncTimeout = d
 	return func() { resolverSyncTimeout = old }
 }
+
+// SetCRDSyncWarning sets how long Live waits for the first list of
+// ReferenceRules before it logs that it cannot list them; the returned func
+// restores it.
+func SetCRDSyncWarning(d time.Duration) (restore func()) {
+	old := crdSyncWarning
+	crdSyncWarning = d
+	return func() { crdSyncWarning = old }
+}

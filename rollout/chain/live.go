@@ -100,8 +100,8 @@ func (l *Live) reportRules(objs []any, bad map[string]error, err error) {
 }
 
 // crdSyncWarning is how long Live waits for the first list of ReferenceRules
-// before it logs that it cannot list them.
-const crdSyncWarning = 30 * time.Second
+// before it logs that it cannot list them (a variable for tests).
+var crdSyncWarning = 30 * time.Second
 
 // ReferenceRules is the resource of v1alpha1.ReferenceRule.
 var ReferenceRules = v1alpha1.GroupVersion.WithResource("referencerules")

@@ -3,6 +3,7 @@ package chain_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strings"
 	"sync"
@@ -20,6 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
+	"github.com/hotcert/hotcert/internal/kubetest"
+	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/rollout"
 	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
 	"github.com/hotcert/hotcert/rollout/chain"
@@ -276,4 +279,43 @@ func (f *fixture) ready(status metav1.ConditionStatus, msg string, names ...stri
 		}
 		return ""
 	})
+}
+
+// Without the ReferenceRule CRD, Live says so once, is never Ready, and stops
+// cleanly.
+func TestLiveWithoutTheCRD(t *testing.T) {
+	defer chain.SetCRDSyncWarning(time.Second)()
+	bare := kubetest.Start(t) // a control plane of its own: no CRD installed
+	hc, err := rest.HTTPClientFor(bare.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(bare.Config(), hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs testutil.LogBuffer
+	live := chain.NewLive(dynamic.NewForConfigOrDie(bare.Config()), mapper, "",
+		chain.WithLogger(logr.FromSlogHandler(slog.NewJSONHandler(&logs, nil))))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- live.Start(ctx) }()
+	testutil.WaitFor(t, "the log line", func() bool {
+		return strings.Contains(logs.String(), "cannot list ReferenceRules: is the CRD referencerules.hotcert.dev installed")
+	})
+	if live.Ready() {
+		t.Fatal("Ready without ReferenceRules")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Start did not return")
+	}
+	if n := strings.Count(logs.String(), "cannot list ReferenceRules"); n != 1 {
+		t.Fatalf("%d log lines, want 1", n)
+	}
 }

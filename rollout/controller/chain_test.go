@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/internal/kubetest"
 	"github.com/hotcert/hotcert/rollout"
 )
 
@@ -308,4 +309,43 @@ func TestReferenceRuleChainAcrossNamespaces(t *testing.T) {
 	updateSecret(t, shared, "token", setKey("token", "t2"))
 	rolloutsAre(t, ns, map[string]int{"a": 1})
 	waitEvent(t, ns, "a", EventRolled, "Secret "+shared+"/token key token changed")
+}
+
+// Without the ReferenceRule CRD (a cluster where it was not installed), the
+// controller with --reference-rules on still rolls opted-in workloads.
+func TestReferenceRulesWithoutTheCRD(t *testing.T) {
+	t.Parallel()
+	// A control plane of its own, with no CRD installed.
+	bare := kubetest.Start(t, kubetest.WithControllerManager())
+	cs := bare.Clientset()
+	ctx := testContext(t)
+	ns, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bare-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Secrets(ns.Name).Create(ctx, secret(ns.Name, "s", map[string]string{"a": "1"}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.AppsV1().Deployments(ns.Name).Create(ctx, deployment(ns.Name, "app", 0, envFrom("s", "a"), optIn), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	o := testOptions()
+	o.ReferenceRules = true
+	startControllerWith(t, bare.Config(), ns.Name, o)
+	waitFor(t, "adoption", func() (bool, error) {
+		d, err := cs.AppsV1().Deployments(ns.Name).Get(ctx, "app", metav1.GetOptions{})
+		return err == nil && d.Annotations[rollout.AnnotationAppliedHash] != "", err
+	})
+	s, err := cs.CoreV1().Secrets(ns.Name).Get(ctx, "s", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Data["a"] = []byte("2")
+	if _, err := cs.CoreV1().Secrets(ns.Name).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the rollout", func() (bool, error) {
+		d, err := cs.AppsV1().Deployments(ns.Name).Get(ctx, "app", metav1.GetOptions{})
+		return err == nil && rollout.Stamped(&d.Spec.Template) != "", err
+	})
 }
