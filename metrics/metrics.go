@@ -28,13 +28,9 @@ import (
 
 // Recorder is a [hotcert.Observer] backed by Prometheus collectors.
 type Recorder struct {
-	reloads    *prometheus.CounterVec
-	failures   *prometheus.CounterVec
-	notAfter   *prometheus.GaugeVec
-	lastReload *prometheus.GaugeVec
-	caCerts    *prometheus.GaugeVec
-	success    string
-	failure    string
+	reloads  *Reloads
+	notAfter *prometheus.GaugeVec
+	caCerts  *prometheus.GaugeVec
 }
 
 var _ hotcert.Observer = (*Recorder)(nil)
@@ -96,28 +92,22 @@ func New(reg prometheus.Registerer, opts ...Option) (*Recorder, error) {
 	}
 	name := n.Name
 	r := &Recorder{
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: name("tls_cert_reload_total"),
-			Help: "TLS material reloads by result: one per distinct content change or distinct bad content.",
-		}, []string{n.Label, "result"}),
-		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: name("tls_reload_failures_total"),
-			Help: "TLS material that failed to load while the last good material kept serving. Alert on any increase.",
-		}, []string{n.Label}),
+		reloads: n.Reloads(ReloadSeries{
+			Total:          "tls_cert_reload_total",
+			TotalHelp:      "TLS material reloads by result: one per distinct content change or distinct bad content.",
+			Failures:       "tls_reload_failures_total",
+			FailuresHelp:   "TLS material that failed to load while the last good material kept serving. Alert on any increase.",
+			LastReload:     "tls_cert_last_reload_timestamp_seconds",
+			LastReloadHelp: "When the material in use was loaded, Unix seconds.",
+		}),
 		notAfter: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: name("tls_cert_not_after_seconds"),
 			Help: "NotAfter of the certificate in use (the earliest CA NotAfter for a trust-only bundle), Unix seconds.",
-		}, []string{n.Label}),
-		lastReload: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: name("tls_cert_last_reload_timestamp_seconds"),
-			Help: "When the material in use was loaded, Unix seconds.",
 		}, []string{n.Label}),
 		caCerts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: name("tls_ca_bundle_certificates"),
 			Help: "Number of CA certificates in the trust bundle in use.",
 		}, []string{n.Label}),
-		success: n.Success,
-		failure: n.Failure,
 	}
 	if reg != nil {
 		if err := reg.Register(r); err != nil {
@@ -142,29 +132,19 @@ func (r *Recorder) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (r *Recorder) collectors() []prometheus.Collector {
-	return []prometheus.Collector{r.reloads, r.failures, r.notAfter, r.lastReload, r.caCerts}
+	return append(r.reloads.Collectors(), r.notAfter, r.caCerts)
 }
 
 // ObserveLoad implements [hotcert.Observer]. The first load sets the gauges and
 // creates the counters at zero (so alerts on increase() see a baseline); each reload
 // also counts one success.
 func (r *Recorder) ObserveLoad(component string, m *hotcert.Material, initial bool) {
-	if initial {
-		r.reloads.WithLabelValues(component, r.success)
-		r.reloads.WithLabelValues(component, r.failure)
-		r.failures.WithLabelValues(component)
-	} else {
-		r.reloads.WithLabelValues(component, r.success).Inc()
-	}
+	r.reloads.Loaded(component, m.LoadedAt(), initial)
 	if na := m.NotAfter(); !na.IsZero() {
 		r.notAfter.WithLabelValues(component).Set(float64(na.Unix()))
 	}
-	r.lastReload.WithLabelValues(component).Set(float64(m.LoadedAt().UnixNano()) / 1e9)
 	r.caCerts.WithLabelValues(component).Set(float64(len(m.TrustCertificates())))
 }
 
 // ObserveFailure implements [hotcert.Observer].
-func (r *Recorder) ObserveFailure(component string, _ error) {
-	r.reloads.WithLabelValues(component, r.failure).Inc()
-	r.failures.WithLabelValues(component).Inc()
-}
+func (r *Recorder) ObserveFailure(component string, _ error) { r.reloads.Failed(component) }

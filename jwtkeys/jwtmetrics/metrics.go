@@ -28,9 +28,9 @@ import (
 
 // Recorder is a jwtkeys.Observer backed by Prometheus collectors.
 type Recorder struct {
-	reloads, failures, verifications *prometheus.CounterVec
-	lastReload, keys, signing        *prometheus.GaugeVec
-	success, failure                 string
+	reloads       *metrics.Reloads
+	verifications *prometheus.CounterVec
+	keys, signing *prometheus.GaugeVec
 
 	mu      sync.Mutex
 	signers map[string][2]string // component -> kid, alg currently exported
@@ -49,22 +49,18 @@ func New(reg prometheus.Registerer, opts ...metrics.Option) (*Recorder, error) {
 	}
 	name := n.Name
 	r := &Recorder{
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: name("jwt_key_reload_total"),
-			Help: "JWT key set reloads by result: one per distinct content change or distinct bad content.",
-		}, []string{n.Label, "result"}),
-		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: name("jwt_reload_failures_total"),
-			Help: "JWT key content that failed to load while the last good keys kept serving. Alert on any increase.",
-		}, []string{n.Label}),
+		reloads: n.Reloads(metrics.ReloadSeries{
+			Total:          "jwt_key_reload_total",
+			TotalHelp:      "JWT key set reloads by result: one per distinct content change or distinct bad content.",
+			Failures:       "jwt_reload_failures_total",
+			FailuresHelp:   "JWT key content that failed to load while the last good keys kept serving. Alert on any increase.",
+			LastReload:     "jwt_key_last_reload_timestamp_seconds",
+			LastReloadHelp: "When the JWT key content in use was loaded, Unix seconds.",
+		}),
 		verifications: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: name("jwt_verifications_total"),
 			Help: "Tokens verified, by result: ok or the reason they were rejected.",
 		}, []string{n.Label, "result"}),
-		lastReload: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: name("jwt_key_last_reload_timestamp_seconds"),
-			Help: "When the JWT key content in use was loaded, Unix seconds.",
-		}, []string{n.Label}),
 		keys: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: name("jwt_verification_keys"),
 			Help: "Keys that verify tokens: the signing key, listed keys, and retired keys inside their grace period.",
@@ -73,8 +69,6 @@ func New(reg prometheus.Registerer, opts ...metrics.Option) (*Recorder, error) {
 			Name: name("jwt_signing_key_info"),
 			Help: "The key that signs new tokens (value 1), by kid and alg.",
 		}, []string{n.Label, "kid", "alg"}),
-		success: n.Success,
-		failure: n.Failure,
 		signers: map[string][2]string{},
 	}
 	if reg != nil {
@@ -86,7 +80,7 @@ func New(reg prometheus.Registerer, opts ...metrics.Option) (*Recorder, error) {
 }
 
 func (r *Recorder) collectors() []prometheus.Collector {
-	return []prometheus.Collector{r.reloads, r.failures, r.verifications, r.lastReload, r.keys, r.signing}
+	return append(r.reloads.Collectors(), r.verifications, r.keys, r.signing)
 }
 
 // Describe implements prometheus.Collector.
@@ -106,23 +100,15 @@ func (r *Recorder) Collect(ch chan<- prometheus.Metric) {
 // ObserveLoad implements jwtkeys.Observer. The first load creates the counters at
 // zero (so alerts on increase() have a baseline); each reload counts one success.
 func (r *Recorder) ObserveLoad(component string, info jwtkeys.SetInfo, initial bool) {
+	r.reloads.Loaded(component, info.LoadedAt, initial)
 	if initial {
-		r.reloads.WithLabelValues(component, r.success)
-		r.reloads.WithLabelValues(component, r.failure)
-		r.failures.WithLabelValues(component)
 		r.verifications.WithLabelValues(component, "ok")
-	} else {
-		r.reloads.WithLabelValues(component, r.success).Inc()
 	}
-	r.lastReload.WithLabelValues(component).Set(float64(info.LoadedAt.UnixNano()) / 1e9)
 	r.ObserveKeys(component, info)
 }
 
 // ObserveFailure implements jwtkeys.Observer.
-func (r *Recorder) ObserveFailure(component string, _ error) {
-	r.reloads.WithLabelValues(component, r.failure).Inc()
-	r.failures.WithLabelValues(component).Inc()
-}
+func (r *Recorder) ObserveFailure(component string, _ error) { r.reloads.Failed(component) }
 
 // ObserveKeys implements jwtkeys.Observer.
 func (r *Recorder) ObserveKeys(component string, info jwtkeys.SetInfo) {
