@@ -6,20 +6,26 @@ TEST_FLAGS ?= -race -count=1 -timeout 30m
 
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 
-.PHONY: all test unit vet fmt-check k8s-bins bench demo clean
+# Every module of the workspace (go.work). In workspace mode `./...` matches only
+# the module of the current directory, so each module's tree is named.
+MODULES   := $(shell $(GO) list -m -f '{{.Dir}}' 2>/dev/null)
+BENCH_MOD := $(CURDIR)/bench
+PKGS      := $(addsuffix /...,$(filter-out $(BENCH_MOD),$(MODULES)))
+
+.PHONY: all test unit vet fmt-check k8s-bins bench demo tidy clean
 
 all: vet test
 
 ## test: build the Kubernetes binaries the tests need (once), then run every test with -race.
 test: k8s-bins vet fmt-check
-	$(GO) test $(TEST_FLAGS) ./...
+	$(GO) test $(TEST_FLAGS) $(PKGS)
 
 ## unit: run the tests without building Kubernetes binaries (tests that need them fail, never skip).
 unit:
-	$(GO) test $(TEST_FLAGS) ./...
+	$(GO) test $(TEST_FLAGS) $(PKGS)
 
 vet:
-	$(GO) vet ./...
+	$(GO) vet $(addsuffix /...,$(MODULES))
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -31,12 +37,15 @@ k8s-bins:
 
 ## bench: run the benchmarks (not part of make test).
 bench: k8s-bins
-	$(GO) test -run '^$$' -bench . -benchmem ./...
-	@if [ -f bench/go.mod ]; then cd bench && $(GO) test -run '^$$' -bench . -benchmem ./...; fi
+	$(GO) test -run '^$$' -bench . -benchmem $(addsuffix /...,$(MODULES))
 
 ## demo: run the end-to-end demo.
 demo:
 	$(GO) run ./cmd/hotcert demo
+
+## tidy: go mod tidy in every module of the workspace.
+tidy:
+	@hack/tidy.sh
 
 clean:
 	rm -rf $(BIN_DIR)

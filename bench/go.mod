@@ -2,10 +2,8 @@ module github.com/hotcert/hotcert/bench
 
 go 1.26.0
 
-replace github.com/hotcert/hotcert => ../
-
 require (
-	github.com/hotcert/hotcert v0.0.0
+	github.com/hotcert/hotcert v0.0.0-00010101000000-000000000000
 	github.com/spiffe/go-spiffe/v2 v2.9.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/grpc/security/advancedtls v1.0.0

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hotcert/hotcert/internal/agent"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agent"
 	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/metrics"
 )

@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hotcert/hotcert"
-	"github.com/hotcert/hotcert/internal/controlplane"
-	"github.com/hotcert/hotcert/internal/inspect"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/inspect"
 	"github.com/hotcert/hotcert/jwtkeys"
 )
 

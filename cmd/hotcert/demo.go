@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hotcert/hotcert/internal/demo"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/demo"
 )
 
 func newDemoCommand(g *globals) *cobra.Command {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hotcert/hotcert/internal/inspect"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/inspect"
 )
 
 func newInspectCommand(g *globals) *cobra.Command {

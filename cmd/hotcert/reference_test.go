@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/inspect"
 	"github.com/hotcert/hotcert/hotcerttest"
-	"github.com/hotcert/hotcert/internal/controlplane"
-	"github.com/hotcert/hotcert/internal/inspect"
 	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/source/file"
 )
@@ -250,8 +250,6 @@ func TestServerAndAgentStartupErrors(t *testing.T) {
 		{[]string{"server", "--tls-cert", missing, "--tls-key", key}, missing},
 		{[]string{"server", "--tls-cert", crt, "--tls-key", writeTemp(t, "other.key", ca.MustIssue().KeyPEM)}, "does not match"},
 		{[]string{"server", "--tls-cert", crt}, "--tls-key"},
-		{[]string{"server", "--tls-cert", crt, "--tls-key", key, "--tls-secret", "ns/name"}, "not both"},
-		{[]string{"server", "--tls-secret", "just-a-name"}, "namespace/name"},
 		{[]string{"server", "--tls-cert", crt, "--tls-key", key, "--client-ca", empty}, empty},
 		{[]string{"server", "--tls-cert", crt, "--tls-key", key, "--listen", "256.0.0.1:1"}, "--listen"},
 		{[]string{"agent", "--server", "127.0.0.1:1", "--ca-file", missing}, missing},

@@ -9,23 +9,18 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hotcert/hotcert"
-	"github.com/hotcert/hotcert/internal/controlplane"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
 	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/jwtkeys/jwtfile"
-	"github.com/hotcert/hotcert/jwtkeys/jwtkube"
 	"github.com/hotcert/hotcert/jwtkeys/jwtmetrics"
 	"github.com/hotcert/hotcert/metrics"
 	"github.com/hotcert/hotcert/source/file"
-	"github.com/hotcert/hotcert/source/kube"
 )
 
 type serverFlags struct {
@@ -33,14 +28,13 @@ type serverFlags struct {
 	cutUntrusted              bool
 	listen, metricsListen     string
 	tlsCert, tlsKey, clientCA string
-	tlsSecret, kubeconfig     string
 	replica                   string
 	maxConnAge, maxConnGrace  time.Duration
 	workInterval              time.Duration
 	pollInterval, settle      time.Duration
 	metricsPrefix, metricsLbl string
 
-	jwtKeyDir, jwtSecret   string
+	jwtKeyDir              string
 	jwtMaxTTL, jwtTokenTTL time.Duration
 	jwtGrace, jwtClockSkew time.Duration
 	jwtIssuer, jwtAudience string
@@ -61,12 +55,12 @@ the last good certificate serving, logs "TLS certificate reload failed"
 hotcert_tls_reload_failures_total{component="agent_grpc"}; it is retried when either
 file changes. A missing or invalid pair at startup is a startup error.
 
-The pair comes from files (a mounted Secret volume) or, with --tls-secret, from a
-kubernetes.io/tls Secret read through the API (kubeconfig from --kubeconfig,
-$KUBECONFIG, ~/.kube/config or the in-cluster service account).
+The pair comes from files: in Kubernetes, a mounted Secret volume, whose updates
+the kubelet writes with an atomic ..data swap. (A program that reads the Secret
+through the API uses the library's source/kube instead; docs/kubernetes-sources.md.)
 
-With --jwt-key-dir (a key directory: signing.key and optional verify.pem) or
---jwt-secret (a Secret with the same keys), agents must present a bearer JWT issued
+With --jwt-key-dir (a key directory: signing.key and optional verify.pem, e.g. a
+mounted Secret), agents must present a bearer JWT issued
 to their agent id and signed by a key the set accepts; a stream without one fails
 with Unauthenticated. Connected agents receive fresh tokens, signed by the current
 key, over their streams. The keys are followed like the certificate (rotation with
@@ -74,7 +68,7 @@ a grace period, last good keys kept, "JWT signing key reload failed" once per ba
 content); /.well-known/jwks.json on --metrics-listen publishes the public keys.
 docs/jwt-keys.md describes the rotation procedure.`,
 		Example: `  hotcert server --tls-cert /tls/tls.crt --tls-key /tls/tls.key --metrics-listen :9090
-  hotcert server --tls-secret dexaflow/agent-grpc-tls --client-ca /ca/ca.crt
+  hotcert server --tls-cert /tls/tls.crt --tls-key /tls/tls.key --client-ca /ca/ca.crt
   hotcert server --tls-cert /tls/tls.crt --tls-key /tls/tls.key --jwt-key-dir /etc/agent-token-keys`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServer(cmd.Context(), g, f) },
@@ -83,8 +77,6 @@ docs/jwt-keys.md describes the rotation procedure.`,
 	fl.StringVar(&f.listen, "listen", ":9091", "gRPC address agents connect to")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "server certificate chain file (PEM, leaf first)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "server private key file (PEM)")
-	fl.StringVar(&f.tlsSecret, "tls-secret", "", "read the pair from this kubernetes.io/tls Secret (namespace/name) instead of files")
-	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for --tls-secret and --jwt-secret (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
 	fl.StringVar(&f.clientCA, "client-ca", "", "require client certificates (mTLS) that chain to this CA bundle file")
 	fl.StringVar(&f.metricsListen, "metrics-listen", "", "serve /metrics and /healthz on this address (off when empty)")
 	fl.StringVar(&f.replica, "replica", "", "replica name reported to agents (default: host name)")
@@ -99,7 +91,6 @@ docs/jwt-keys.md describes the rotation procedure.`,
 	fl.StringVar(&f.metricsPrefix, "metrics-prefix", "hotcert", "prefix of the TLS and JWT reload metrics (e.g. dexaflow)")
 	fl.StringVar(&f.metricsLbl, "metrics-component-label", "component", "label carrying the component in the TLS and JWT metrics (e.g. listener)")
 	fl.StringVar(&f.jwtKeyDir, "jwt-key-dir", "", "authenticate agents with JWTs signed by the keys of this directory (signing.key, optional verify.pem)")
-	fl.StringVar(&f.jwtSecret, "jwt-secret", "", "authenticate agents with JWTs signed by the keys of this Secret (namespace/name; keys signing.key, verify.pem)")
 	fl.DurationVar(&f.jwtMaxTTL, "jwt-max-ttl", jwtkeys.DefaultMaxTokenTTL, "longest lifetime of a token the server issues")
 	fl.DurationVar(&f.jwtTokenTTL, "jwt-token-ttl", controlplane.DefaultTokenTTL, "lifetime of the tokens handed to agents (at most --jwt-max-ttl); renewed over the stream after a third of it")
 	fl.DurationVar(&f.jwtGrace, "jwt-grace", 0, "how long a key replaced by a rotation keeps verifying (default: --jwt-max-ttl + --jwt-clock-skew + 5m)")
@@ -181,9 +172,9 @@ func runServer(ctx context.Context, g *globals, f *serverFlags) error {
 }
 
 // serverKeySet loads and follows the agent-token key set the flags describe, or
-// returns nil without --jwt-key-dir or --jwt-secret. stop stops following it.
+// returns nil without --jwt-key-dir. stop stops following it.
 func serverKeySet(ctx context.Context, f *serverFlags, reg *prometheus.Registry, log *slog.Logger) (ks *jwtkeys.KeySet, stop func(), err error) {
-	src, err := keySource(f.jwtKeyDir, f.jwtSecret, f.kubeconfig, log)
+	src, err := keySource(f.jwtKeyDir, log)
 	if err != nil || src == nil {
 		return nil, func() {}, err
 	}
@@ -224,50 +215,10 @@ func serverKeySet(ctx context.Context, f *serverFlags, reg *prometheus.Registry,
 
 // serverSource returns the certificate source the flags describe.
 func serverSource(f *serverFlags, log *slog.Logger) (hotcert.Source, error) {
-	files := f.tlsCert != "" || f.tlsKey != ""
-	switch {
-	case files && f.tlsSecret != "":
-		return nil, errors.New("give either --tls-cert/--tls-key or --tls-secret, not both")
-	case f.tlsSecret != "":
-		ns, name, err := secretName("--tls-secret", f.tlsSecret)
-		if err != nil {
-			return nil, err
-		}
-		cs, host, err := kubeClient(f.kubeconfig, "--tls-secret")
-		if err != nil {
-			return nil, err
-		}
-		log.Info("reading the server certificate from a Secret", "secret", f.tlsSecret, "api_server", host)
-		return kube.NewSecret(cs, ns, name, kube.WithLogger(log)), nil
-	case f.tlsCert == "" || f.tlsKey == "":
-		return nil, errors.New("--tls-cert and --tls-key are required (or --tls-secret)")
+	if f.tlsCert == "" || f.tlsKey == "" {
+		return nil, errors.New("--tls-cert and --tls-key are required")
 	}
 	return file.New(file.WithKeyPair(f.tlsCert, f.tlsKey), file.WithLogger(log))
-}
-
-// secretName splits a namespace/name flag value.
-func secretName(flag, v string) (ns, name string, err error) {
-	ns, name, ok := strings.Cut(v, "/")
-	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-		return "", "", fmt.Errorf("%s %q: want namespace/name", flag, v)
-	}
-	return ns, name, nil
-}
-
-// kubeClient returns a clientset from --kubeconfig, $KUBECONFIG, ~/.kube/config or
-// the in-cluster service account, and the API server's address.
-func kubeClient(kubeconfig, flag string) (kubernetes.Interface, string, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return nil, "", fmt.Errorf("%s: kubeconfig: %w", flag, err)
-	}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", flag, err)
-	}
-	return cs, rc.Host, nil
 }
 
 // keyDirSource reads a key directory: signing.key and optional verify.pem, or, when
@@ -288,27 +239,12 @@ func keyDirSource(dir string, log *slog.Logger) (*jwtfile.Source, error) {
 	return src, nil
 }
 
-// keySource returns the JWT key source of --jwt-key-dir or --jwt-secret (nil
-// when neither is given).
-func keySource(keyDir, secret, kubeconfig string, log *slog.Logger) (jwtkeys.Source, error) {
-	switch {
-	case keyDir != "" && secret != "":
-		return nil, errors.New("give either --jwt-key-dir or --jwt-secret, not both")
-	case keyDir != "":
-		return keyDirSource(keyDir, log)
-	case secret != "":
-		ns, name, err := secretName("--jwt-secret", secret)
-		if err != nil {
-			return nil, err
-		}
-		cs, host, err := kubeClient(kubeconfig, "--jwt-secret")
-		if err != nil {
-			return nil, err
-		}
-		log.Info("reading the agent-token keys from a Secret", "secret", secret, "api_server", host)
-		return jwtkube.NewSecret(cs, ns, name, jwtkube.WithLogger(log)), nil
+// keySource returns the JWT key source of --jwt-key-dir (nil when it is not given).
+func keySource(keyDir string, log *slog.Logger) (jwtkeys.Source, error) {
+	if keyDir == "" {
+		return nil, nil
 	}
-	return nil, nil
+	return keyDirSource(keyDir, log)
 }
 
 // metricsOptions name the TLS and JWT metrics as the flags say.

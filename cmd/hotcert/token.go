@@ -14,11 +14,11 @@ import (
 )
 
 type tokenFlags struct {
-	keyDir, secret, kubeconfig string
-	subject                    string
-	ttl                        time.Duration
-	issuer, audience           string
-	out                        string
+	keyDir           string
+	subject          string
+	ttl              time.Duration
+	issuer, audience string
+	out              string
 }
 
 func newTokenCommand(g *globals) *cobra.Command {
@@ -36,7 +36,7 @@ func newTokenIssueCommand(g *globals) *cobra.Command {
 		Use:   "issue",
 		Short: "Mint an agent's bootstrap token with the server's signing key",
 		Long: `Signs a bearer JWT for one agent with the current signing key of a key directory
-or Secret (the same --jwt-key-dir or --jwt-secret as "hotcert server"), and prints
+(the same --jwt-key-dir as "hotcert server"), and prints
 it, or writes it to --out (mode 0600). The agent presents it with --token-file on
 its first connection; the server then hands it short-lived tokens over the
 stream, so the bootstrap token only has to outlive the agent's first connection.
@@ -46,7 +46,7 @@ leaves the set (after a rotation's grace period): keep bootstrap tokens short an
 the grace period long enough (docs/jwt-keys.md). The log names the subject, key id
 and expiry, never the token.`,
 		Example: `  hotcert token issue --jwt-key-dir /etc/agent-token-keys --subject agent-42 --ttl 24h --out agent-42.token
-  hotcert token issue --jwt-secret hotcert/agent-token-keys --subject agent-42 --ttl 1h`,
+  hotcert token issue --jwt-key-dir /etc/agent-token-keys --subject agent-42 --ttl 1h`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger()
@@ -63,12 +63,12 @@ and expiry, never the token.`,
 			if f.ttl <= 0 {
 				return fmt.Errorf("--ttl %s: want a positive lifetime", f.ttl)
 			}
-			src, err := keySource(f.keyDir, f.secret, f.kubeconfig, log)
+			src, err := keySource(f.keyDir, log)
 			if err != nil {
 				return err
 			}
 			if src == nil {
-				return errors.New("give the signing keys: --jwt-key-dir or --jwt-secret")
+				return errors.New("give the signing keys: --jwt-key-dir")
 			}
 			opts := []jwtkeys.Option{jwtkeys.WithMaxTokenTTL(f.ttl), jwtkeys.WithLogger(log)}
 			if f.issuer != "" {
@@ -106,8 +106,6 @@ and expiry, never the token.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.keyDir, "jwt-key-dir", "", "key directory of the server's --jwt-key-dir (signing.key, optional verify.pem)")
-	fl.StringVar(&f.secret, "jwt-secret", "", "Secret of the server's --jwt-secret (namespace/name)")
-	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for --jwt-secret (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
 	fl.StringVar(&f.subject, "subject", "", "agent id the token is for (its sub claim; the agent's --id)")
 	fl.DurationVar(&f.ttl, "ttl", time.Hour, "lifetime of the token")
 	fl.StringVar(&f.issuer, "jwt-issuer", "", "iss claim (the server's --jwt-issuer, if it sets one)")

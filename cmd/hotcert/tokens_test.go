@@ -11,13 +11,9 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agent"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
 	"github.com/hotcert/hotcert/hotcerttest"
-	"github.com/hotcert/hotcert/internal/agent"
-	"github.com/hotcert/hotcert/internal/controlplane"
-	"github.com/hotcert/hotcert/internal/kubetest"
 	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/jwtkeys/jwtfile"
@@ -193,8 +189,6 @@ func TestTokenFlagErrors(t *testing.T) {
 	}{
 		{append(server, "--jwt-key-dir", empty), filepath.Join(empty, jwtkeys.SigningKeyName)},
 		{append(server, "--jwt-key-dir", bad), filepath.Join(bad, jwtkeys.SigningKeyName)},
-		{append(server, "--jwt-key-dir", keys, "--jwt-secret", "ns/keys"), "not both"},
-		{append(server, "--jwt-secret", "keys"), "namespace/name"},
 		{append(server, "--jwt-key-dir", keys, "--jwt-token-ttl", "2h"), "--jwt-token-ttl"},
 		{append(server, "--jwt-key-dir", keys, "--jwt-grace", "1m"), "grace"},
 		{[]string{"agent", "--server", "127.0.0.1:1", "--ca-file", writeTemp(t, "ca.crt", hotcerttest.BundlePEM(ca)), "--token-file", filepath.Join(empty, "token")}, "--token-file"},
@@ -250,64 +244,6 @@ func TestCheckKeyDir(t *testing.T) {
 	}
 	_, _, err = run(ctx, "check", "--jwt-key-dir", dir.Dir(), "--ca", "x")
 	requireOneLine(t, err, "not both")
-}
-
-// `hotcert server --jwt-secret` against a real API server: the Secret's key signs
-// the agents' tokens, and a rotation written to the Secret reaches the connected
-// agent over its stream.
-func TestServerTokensFromSecret(t *testing.T) {
-	env := kubetest.Start(t)
-	ns := env.NewNamespace(t)
-	secrets := env.Clientset().CoreV1().Secrets(ns)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-
-	ca := hotcerttest.MustNewCA()
-	leaf := ca.MustIssue()
-	crt, key := writeTemp(t, "tls.crt", leaf.ChainPEM), writeTemp(t, "tls.key", leaf.KeyPEM)
-	keyA, keyB := newTestKey(t), newTestKey(t)
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "agent-token-keys"}, Data: keyFiles(keyA)}
-	if _, err := secrets.Create(ctx, sec, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// The bootstrap token, minted from the same key.
-	keyDir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(keyDir, jwtkeys.SigningKeyName), keyA.priv, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tokenFile := writeTemp(t, "token", []byte(mintToken(t, keyDir, "agent-1")))
-
-	serverLog, agentLog := &testutil.LogBuffer{}, &testutil.LogBuffer{}
-	serverDone := start(ctx, serverLog, "server", "--log-format", "json", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-		"--tls-cert", crt, "--tls-key", key, "--jwt-secret", ns+"/agent-token-keys", "--kubeconfig", writeTemp(t, "kubeconfig", env.KubeConfig()))
-	addr := logAttr(t, serverLog, "control plane listening", "addr")
-	metricsAddr := logAttr(t, serverLog, "metrics and health listening", "addr")
-	agentDone := start(ctx, agentLog, "agent", "--log-format", "json", "--server", addr, "--server-name", "localhost",
-		"--ca-file", writeTemp(t, "ca.crt", hotcerttest.BundlePEM(ca)), "--heartbeat-interval", "100ms", "--metrics-listen", "127.0.0.1:0",
-		"--id", "agent-1", "--token-file", tokenFile)
-	logAttr(t, agentLog, "connected to control plane", "replica")
-	agentMetrics := logAttr(t, agentLog, "metrics and health listening", "addr")
-
-	sec.Data = keyFiles(keyB, keyA)
-	if _, err := secrets.Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var ast agent.Status
-	testutil.WaitFor(t, "the agent to hold a token of the Secret's new key", func() bool {
-		getJSON(t, "http://"+agentMetrics+"/healthz", &ast)
-		return ast.Stats.TokenKeyID == keyB.kid
-	})
-	var st controlplane.Status
-	if code := getJSON(t, "http://"+metricsAddr+"/healthz", &st); code != 200 || st.Tokens == nil || st.Tokens.SigningKeyID != keyB.kid ||
-		!strings.Contains(st.Tokens.Source, ns+"/agent-token-keys") {
-		t.Fatalf("server /healthz: %d tokens %+v", code, st.Tokens)
-	}
-	cancel()
-	for name, done := range map[string]chan error{"server": serverDone, "agent": agentDone} {
-		if err := <-done; err != nil {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
 }
 
 // --metrics-prefix and --metrics-component-label rename the JWT series as they
@@ -394,7 +330,7 @@ func TestTokenIssue(t *testing.T) {
 		want string
 	}{
 		{[]string{"token", "issue", "--jwt-key-dir", keys.Dir()}, "--subject"},
-		{[]string{"token", "issue", "--subject", "a"}, "--jwt-key-dir or --jwt-secret"},
+		{[]string{"token", "issue", "--subject", "a"}, "give the signing keys: --jwt-key-dir"},
 		{[]string{"token", "issue", "--jwt-key-dir", keys.Dir(), "--subject", "a", "--ttl", "0s"}, "--ttl"},
 		{[]string{"token", "issue", "--jwt-key-dir", t.TempDir(), "--subject", "a"}, jwtkeys.SigningKeyName},
 	} {

@@ -323,8 +323,8 @@ func percentile(lat []time.Duration, p int) time.Duration {
 	return s[min(len(s)*p/100, len(s)-1)]
 }
 
-// BenchmarkMemoryBinary measures the real `hotcert controller` process (built
-// from ./cmd/hotcert) in each cache mode: its resident memory 5 s after it has
+// BenchmarkMemoryBinary measures the real hotcert-controller process (built
+// from ./cmd/hotcert-controller) in each cache mode: its resident memory 5 s after it has
 // synced and digested every referenced Secret, as the kubelet would see it.
 func BenchmarkMemoryBinary(b *testing.B) {
 	fx := fixture(b)
@@ -333,10 +333,10 @@ func BenchmarkMemoryBinary(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "hotcert")
-	build := exec.Command("go", "build", "-o", bin, "github.com/hotcert/hotcert/cmd/hotcert")
+	bin := filepath.Join(dir, "hotcert-controller")
+	build := exec.Command("go", "build", "-o", bin, "github.com/hotcert/hotcert/cmd/hotcert-controller")
 	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("building hotcert: %v\n%s", err, out)
+		b.Fatalf("building hotcert-controller: %v\n%s", err, out)
 	}
 	reports := map[SecretCache]memoryReport{}
 	for range b.N {
@@ -345,7 +345,7 @@ func BenchmarkMemoryBinary(b *testing.B) {
 		}
 	}
 	full := reports[CacheFull]
-	b.Logf("hotcert controller (the real binary), %d Secrets (%.0f MiB of data), %d Deployments (%d opted in)", fx.secrets, fx.dataMiB, benchDeployments, benchOptedIn)
+	b.Logf("hotcert-controller (the real binary), %d Secrets (%.0f MiB of data), %d Deployments (%d opted in)", fx.secrets, fx.dataMiB, benchDeployments, benchOptedIn)
 	for _, mode := range []SecretCache{CacheReferenced, CacheMetadata, CacheFull} {
 		r := reports[mode]
 		b.ReportMetric(r.SettledRSSMiB, "MiB-rss-"+string(mode))
@@ -362,7 +362,7 @@ func BenchmarkMemoryBinary(b *testing.B) {
 func runBinary(b *testing.B, fx *benchFixture, bin string, mode SecretCache) memoryReport {
 	b.Helper()
 	port := freePort(b)
-	cmd := exec.Command(bin, "controller", "--kubeconfig", fx.kubeconfig, "--secret-cache", string(mode),
+	cmd := exec.Command(bin, "--kubeconfig", fx.kubeconfig, "--secret-cache", string(mode),
 		"--leader-elect=false", "--health-probe-bind-address=0", fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port),
 		"--min-interval=0", "--max-rollouts-per-minute=-1", "--log-level=error")
 	var stderr bytes.Buffer

@@ -262,15 +262,12 @@ func convert[T any](t testing.TB, u *unstructured.Unstructured) *T {
 func checkArgs(t testing.TB, d *appsv1.Deployment) Config {
 	t.Helper()
 	args := d.Spec.Template.Spec.Containers[0].Args
-	if len(args) == 0 || args[0] != "controller" {
-		t.Fatalf("args %v do not run `hotcert controller`", args)
-	}
 	cfg := DefaultConfig()
 	fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
 	cfg.AddFlags(fs)
 	fs.String("log-format", "text", "")
 	fs.String("log-level", "info", "")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.Parse(args); err != nil {
 		t.Fatalf("args %v: %v", args, err)
 	}
 	if err := cfg.Validate(); err != nil {

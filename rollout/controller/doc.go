@@ -1,4 +1,4 @@
-// Package controller is hotcert's rollout controller (`hotcert controller`): it
+// Package controller is hotcert's rollout controller (the hotcert-controller binary): it
 // rolls the Deployments, StatefulSets and DaemonSets annotated
 // hotcert.dev/rollout-on-change: "true" when a Secret or ConfigMap key they
 // consume changes, with the parts of package rollout.

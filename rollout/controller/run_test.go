@@ -23,7 +23,7 @@ import (
 	"github.com/hotcert/hotcert/rollout"
 )
 
-// TestRun runs the controller process as `hotcert controller` does, from its
+// TestRun runs the controller process as hotcert-controller does, from its
 // flags: leader election, health and readiness probes, the metrics endpoint
 // with the rollout metrics, a rollout, and the admission webhook served over
 // TLS with its certificate's metrics.

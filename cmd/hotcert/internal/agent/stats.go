@@ -12,7 +12,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/hotcert/hotcert"
-	"github.com/hotcert/hotcert/internal/inspect"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/inspect"
 )
 
 // EventKind says what happened.

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/hotcert/hotcert/internal/inspect"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/inspect"
 )
 
 // Status is what /healthz reports: the certificate the next handshake serves, the

@@ -15,10 +15,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agent"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
 	"github.com/hotcert/hotcert/hotcerttest"
-	"github.com/hotcert/hotcert/internal/agent"
-	"github.com/hotcert/hotcert/internal/agentrpc"
-	"github.com/hotcert/hotcert/internal/controlplane"
 	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/jwtkeys/jwtfile"

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agent"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/inspect"
 	"github.com/hotcert/hotcert/hotcerttest"
-	"github.com/hotcert/hotcert/internal/agent"
-	"github.com/hotcert/hotcert/internal/controlplane"
-	"github.com/hotcert/hotcert/internal/inspect"
 	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/source/file"
 )

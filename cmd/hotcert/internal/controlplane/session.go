@@ -13,9 +13,9 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/inspect"
 	"github.com/hotcert/hotcert/drain"
-	"github.com/hotcert/hotcert/internal/agentrpc"
-	"github.com/hotcert/hotcert/internal/inspect"
 	"github.com/hotcert/hotcert/jwtkeys/jwtgrpc"
 )
 

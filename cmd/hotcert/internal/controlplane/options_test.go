@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agent"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/inspect"
 	"github.com/hotcert/hotcert/hotcerttest"
-	"github.com/hotcert/hotcert/internal/agent"
-	"github.com/hotcert/hotcert/internal/agentrpc"
-	"github.com/hotcert/hotcert/internal/controlplane"
-	"github.com/hotcert/hotcert/internal/inspect"
 	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/source/file"
 )

@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/grpc/credentials"
 
-	"github.com/hotcert/hotcert/internal/agentrpc"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
 )
 
 // observedCreds counts every client TLS handshake and classifies failures from the

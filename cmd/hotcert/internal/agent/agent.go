@@ -39,9 +39,9 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
 	"github.com/hotcert/hotcert/drain"
 	"github.com/hotcert/hotcert/grpccreds"
-	"github.com/hotcert/hotcert/internal/agentrpc"
 	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/jwtkeys/jwtgrpc"
 	"github.com/hotcert/hotcert/metrics"

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agent"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/inspect"
 	"github.com/hotcert/hotcert/hotcerttest"
-	"github.com/hotcert/hotcert/internal/agent"
-	"github.com/hotcert/hotcert/internal/inspect"
 	"github.com/hotcert/hotcert/internal/testutil"
 )
 

@@ -14,10 +14,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agent"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/inspect"
 	"github.com/hotcert/hotcert/hotcerttest"
-	"github.com/hotcert/hotcert/internal/agent"
-	"github.com/hotcert/hotcert/internal/controlplane"
-	"github.com/hotcert/hotcert/internal/inspect"
 	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/source/file"
 )

@@ -15,10 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agent"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
 	"github.com/hotcert/hotcert/hotcerttest"
-	"github.com/hotcert/hotcert/internal/agent"
-	"github.com/hotcert/hotcert/internal/agentrpc"
-	"github.com/hotcert/hotcert/internal/controlplane"
 	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/jwtkeys/jwtfile"
 	"github.com/hotcert/hotcert/jwtkeys/jwtmetrics"

@@ -7,7 +7,7 @@ import (
 
 	"google.golang.org/grpc/credentials"
 
-	"github.com/hotcert/hotcert/internal/agentrpc"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
 )
 
 // connTracker remembers the raw connections a listener accepted, so that
