@@ -1,6 +1,10 @@
 package agent
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
+)
 
 // Agent metrics, derived from Stats at scrape time (one source of truth).
 var (
@@ -49,13 +53,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descConnected, connected)
 	gauge(descUptime, st.StreamUptime.Seconds())
 	counter(descConnects, st.Connects)
-	for reason, n := range st.ConnectFailuresByReason {
-		counter(descConnectFailures, n, reason)
+	// Every known reason is exported from the start (0 until it occurs), so an alert
+	// on increase(...) > 0 sees the first failure.
+	reasons, n := agentrpc.WithZeros(st.ConnectFailuresByReason, agentrpc.ConnectReasons())
+	for i, r := range reasons {
+		counter(descConnectFailures, n[i], r)
 	}
 	counter(descHandshakes, st.Handshakes, "success")
 	counter(descHandshakes, st.HandshakeFailures, "failure")
-	for reason, n := range st.HandshakeFailuresByReason {
-		counter(descHandshakeFailures, n, reason)
+	reasons, n = agentrpc.WithZeros(st.HandshakeFailuresByReason, agentrpc.HandshakeReasons())
+	for i, r := range reasons {
+		counter(descHandshakeFailures, n[i], r)
 	}
 	counter(descDrops, st.StreamDrops)
 	counter(descWork, st.WorkItems)

@@ -3,6 +3,7 @@ package agentrpc
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -64,5 +65,21 @@ func TestHandshakeReasonFromStatusText(t *testing.T) {
 	}
 	if got := HandshakeReason(status.Error(codes.Unauthenticated, "token rejected: expired")); got != ReasonUnauthenticated {
 		t.Fatalf("a refused token: reason %q, want %q", got, ReasonUnauthenticated)
+	}
+}
+
+func TestWithZerosListsEveryKnownValueFirst(t *testing.T) {
+	values, n := WithZeros(map[string]uint64{ReasonHostname: 2, "surprise": 1}, []string{ReasonUnknownAuthority, ReasonHostname})
+	want := []string{ReasonUnknownAuthority, ReasonHostname, "surprise"}
+	if !slices.Equal(values, want) || !slices.Equal(n, []uint64{0, 2, 1}) {
+		t.Fatalf("WithZeros = %v %v, want %v [0 2 1]", values, n, want)
+	}
+	for _, r := range HandshakeReasons() {
+		if r == ReasonUnauthenticated {
+			t.Fatal("HandshakeReasons lists the token reason")
+		}
+	}
+	if !slices.Contains(ConnectReasons(), ReasonUnauthenticated) {
+		t.Fatal("ConnectReasons lacks unauthenticated")
 	}
 }

@@ -2,6 +2,9 @@ package controlplane
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
+	"github.com/hotcert/hotcert/jwtkeys"
 )
 
 // Server metrics, derived from Stats at scrape time (one source of truth).
@@ -44,15 +47,32 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descClosed, st.StreamsClosed)
 	counter(descHandshakes, st.Handshakes, "success")
 	counter(descHandshakes, st.HandshakeFailures, "failure")
-	for reason, n := range st.FailuresByReason {
-		counter(descHandshakeFailures, n, reason)
+	// Every known reason is exported from the start (0 until it occurs), so an alert
+	// on increase(...) > 0 sees the first failure.
+	reasons, n := agentrpc.WithZeros(st.FailuresByReason, agentrpc.HandshakeReasons())
+	for i, r := range reasons {
+		counter(descHandshakeFailures, n[i], r)
 	}
 	counter(descHeartbeats, st.HeartbeatsReceived)
 	counter(descWork, st.WorkItemsSent)
 	if c.s.cfg.Tokens != nil {
 		counter(descTokensIssued, st.TokensIssued)
-		for reason, n := range st.TokensRejectedByReason {
-			counter(descTokensRejected, n, reason)
+		reasons, n := agentrpc.WithZeros(st.TokensRejectedByReason, TokenRejectionReasons())
+		for i, r := range reasons {
+			counter(descTokensRejected, n[i], r)
 		}
 	}
+}
+
+// TokenRejectionReasons lists the reasons a token is refused with: the label values
+// of hotcert_controlplane_token_rejections_total.
+func TokenRejectionReasons() []string {
+	out := []string{AuthReasonMissing, AuthReasonSubject}
+	for _, r := range []jwtkeys.Reason{
+		jwtkeys.ReasonMalformed, jwtkeys.ReasonUnknownKey, jwtkeys.ReasonKeyRetired, jwtkeys.ReasonAlgorithm,
+		jwtkeys.ReasonSignature, jwtkeys.ReasonExpired, jwtkeys.ReasonNotYetValid, jwtkeys.ReasonClaims,
+	} {
+		out = append(out, string(r))
+	}
+	return out
 }
