@@ -138,7 +138,7 @@ func (r *Reloader) materialAttrs(m *Material) []any {
 	a := r.attrs("component")
 	if leaf := m.Leaf(); leaf != nil {
 		a = append(a,
-			"serial", leaf.SerialNumber.Text(16),
+			"serial", FormatSerial(leaf.SerialNumber),
 			"sha256", m.LeafFingerprint().String(),
 			"subject", leaf.Subject.String(),
 			"issuer", leaf.Issuer.String(),

@@ -1,16 +1,14 @@
 package hotcert
 
 import (
-	"bytes"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -38,9 +36,15 @@ type validateConfig struct {
 	requireTrust bool
 }
 
-// WithClock sets the clock validity windows are checked against (default time.Now).
+// WithClock sets the clock validity windows are checked against (default
+// time.Now; a nil clock is time.Now too).
 func WithClock(now func() time.Time) ValidateOption {
-	return validateOptionFunc(func(c *validateConfig) { c.now = now })
+	return validateOptionFunc(func(c *validateConfig) {
+		if now == nil {
+			now = time.Now
+		}
+		c.now = now
+	})
 }
 
 // WithChainTo requires the leaf to chain, through the intermediates in its chain, to
@@ -85,11 +89,16 @@ func WithRequireTrust() ValidateOption {
 
 // Validate turns raw content into Material, or explains why it cannot. It checks:
 //
-//   - every PEM block of the chain and of the bundle parses, and nothing but
-//     whitespace surrounds them: a bundle whose second CA is truncated is rejected,
-//     not silently shortened (x509.CertPool.AppendCertsFromPEM would keep the first);
-//   - the private key parses and matches the leaf;
-//   - every certificate of the chain is inside its validity window;
+//   - the chain and the bundle follow hotcert's PEM grammar ([DecodePEM]): text
+//     outside blocks is ignored, but every BEGIN line must start a well-formed
+//     block, and every block (parameter blocks aside) must be a certificate that
+//     parses, so a bundle whose second CA is truncated is rejected, not silently
+//     shortened (x509.CertPool.AppendCertsFromPEM would keep the first);
+//   - the key file holds exactly one private key ([ParsePrivateKey]; an `EC
+//     PARAMETERS` block before it is skipped), and it matches the leaf;
+//   - every certificate of the chain is inside its validity window, judged
+//     against the clock of [WithClock] with no tolerance: valid from NotBefore to
+//     NotAfter inclusive;
 //   - the bundle holds at least one certificate, and each is a CA;
 //   - the optional policies: chain to given roots or to the own bundle, required
 //     extended key usages, minimum key strength;
@@ -169,18 +178,17 @@ func (m *Material) loadIdentity(c Content, cfg *validateConfig, now time.Time) e
 	if err != nil {
 		return err
 	}
-	if err := checkKeyPEM(c.Key); err != nil {
+	key, err := ParsePrivateKey(c.Key)
+	if err != nil {
 		return err
 	}
-	cert, err := tls.X509KeyPair(c.Cert.Data, c.Key.Data)
-	if err != nil {
-		// tls.X509KeyPair errors describe the mismatch or parse failure, never the key.
-		if isMismatch(err) {
-			return newError(c.Key.Name, ReasonKeyMismatch, nil, "private key does not match the certificate in %s", c.Cert.Name)
-		}
-		return newError(c.Key.Name, ReasonParse, err, "private key does not load")
+	if pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(chain[0].PublicKey) {
+		return newError(c.Key.Name, ReasonKeyMismatch, nil, "private key does not match the certificate in %s", c.Cert.Name)
 	}
-	cert.Leaf = chain[0]
+	cert := tls.Certificate{PrivateKey: key, Leaf: chain[0]}
+	for _, crt := range chain {
+		cert.Certificate = append(cert.Certificate, crt.Raw)
+	}
 	for i, crt := range chain {
 		what := "leaf certificate"
 		if i > 0 {
@@ -226,80 +234,6 @@ func (m *Material) loadIdentity(c Content, cfg *validateConfig, now time.Time) e
 	return nil
 }
 
-// parseCertificates decodes every PEM block of in and parses each as a certificate.
-// Unlike x509.CertPool.AppendCertsFromPEM it rejects the whole input when any block is
-// broken, of another type, or followed by bytes that are not a PEM block (the usual
-// shape of a truncated write).
-func parseCertificates(in Input, what string) ([]*x509.Certificate, error) {
-	var certs []*x509.Certificate
-	rest := in.Data
-	for i := 1; ; i++ {
-		rest = bytes.TrimSpace(rest)
-		if len(rest) == 0 {
-			break
-		}
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			if len(certs) == 0 && !bytes.Contains(in.Data, []byte("-----BEGIN")) {
-				return nil, newError(in.Name, ReasonEmpty, nil, "%s holds no PEM block", what)
-			}
-			return nil, newError(in.Name, ReasonPEM, nil, "PEM block %d of the %s is malformed or truncated", i, what)
-		}
-		if block.Type != "CERTIFICATE" {
-			return nil, newError(in.Name, ReasonPEM, nil, "PEM block %d of the %s is %s, not a CERTIFICATE", i, what, blockKind(block.Type))
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, newError(in.Name, ReasonParse, err, "certificate %d of the %s does not parse", i, what)
-		}
-		certs = append(certs, c)
-	}
-	if len(certs) == 0 {
-		return nil, newError(in.Name, ReasonEmpty, nil, "%s holds no certificate", what)
-	}
-	return certs, nil
-}
-
-// checkKeyPEM makes sure the key input is exactly one well-formed private key block,
-// so a truncated key is reported as such rather than as a parse error.
-func checkKeyPEM(in Input) error {
-	rest := bytes.TrimSpace(in.Data)
-	if len(rest) == 0 {
-		return newError(in.Name, ReasonEmpty, nil, "private key file is empty")
-	}
-	block, rest := pem.Decode(rest)
-	if block == nil {
-		return newError(in.Name, ReasonPEM, nil, "private key PEM block is malformed or truncated")
-	}
-	switch block.Type {
-	case "PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY":
-	case "ENCRYPTED PRIVATE KEY":
-		return newError(in.Name, ReasonParse, nil, "private key is encrypted; hotcert needs an unencrypted key")
-	default:
-		return newError(in.Name, ReasonPEM, nil, "PEM block is %s, not a private key", blockKind(block.Type))
-	}
-	if len(bytes.TrimSpace(rest)) != 0 {
-		return newError(in.Name, ReasonPEM, nil, "private key file has data after the key block")
-	}
-	return nil
-}
-
-// isMismatch recognises tls.X509KeyPair's "private key does not match public key" and
-// "private key type does not match public key type": crypto/tls exports no sentinel.
-func isMismatch(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "does not match public key")
-}
-
-// blockKind names a PEM block type for an error message. Key types are named
-// generically so that error output never even looks like key material.
-func blockKind(typ string) string {
-	if strings.Contains(typ, "PRIVATE KEY") {
-		return "a private key"
-	}
-	return fmt.Sprintf("a %q", typ)
-}
-
 func checkKeyStrength(leaf *x509.Certificate, cfg *validateConfig) error {
 	switch k := leaf.PublicKey.(type) {
 	case *rsa.PublicKey:
@@ -324,7 +258,7 @@ func describe(c *x509.Certificate) string {
 	if name == "" {
 		name = c.Subject.String()
 	}
-	return fmt.Sprintf("CN=%s serial=%s", name, c.SerialNumber.Text(16))
+	return fmt.Sprintf("CN=%s serial=%s", name, FormatSerial(c.SerialNumber))
 }
 
 func ekuName(u x509.ExtKeyUsage) string {

@@ -41,8 +41,10 @@ func TestValidate(t *testing.T) {
 	mismatched.Key.Data = otherLeaf.KeyPEM
 	keyInCertFile := identity(leaf)
 	keyInCertFile.Cert.Data = append(append([]byte{}, leaf.ChainPEM...), leaf.KeyPEM...)
-	garbageAfter := identity(leaf)
-	garbageAfter.Cert.Data = append(append([]byte{}, leaf.ChainPEM...), []byte("MIIB garbage")...)
+	textAfter := identity(leaf)
+	textAfter.Cert.Data = append(append([]byte{}, leaf.ChainPEM...), []byte("issued by the test CA\n")...)
+	cutBlockAfter := identity(leaf)
+	cutBlockAfter.Cert.Data = append(append([]byte{}, leaf.ChainPEM...), []byte("-----BEGIN CERTIFICATE-----\nMIIB")...)
 	keyOnly := hotcert.Content{Key: hotcert.Input{Name: "/tls/tls.key", Data: leaf.KeyPEM}}
 	truncatedKey := identity(leaf)
 	truncatedKey.Key.Data = hotcerttest.Truncate(leaf.KeyPEM)
@@ -77,7 +79,10 @@ func TestValidate(t *testing.T) {
 		{name: "bundle with truncated second CA", content: withCA(identity(leaf), hotcerttest.Truncate(bundle)), reason: hotcert.ReasonPEM, input: "/ca/ca.crt", want: "PEM block 2"},
 		{name: "non-CA in bundle", content: withCA(identity(leaf), append(hotcerttest.BundlePEM(root), notCA.CertPEM...)), reason: hotcert.ReasonNotCA, input: "/ca/ca.crt", want: "certificate 2 of the CA bundle"},
 		{name: "key in certificate file", content: keyInCertFile, reason: hotcert.ReasonPEM, input: "/tls/tls.crt", want: "is a private key, not a CERTIFICATE"},
-		{name: "garbage after chain", content: garbageAfter, reason: hotcert.ReasonPEM, input: "/tls/tls.crt"},
+		{name: "text after chain", content: textAfter},
+		{name: "cut block after chain", content: cutBlockAfter, reason: hotcert.ReasonPEM, input: "/tls/tls.crt", want: "PEM block 3"},
+		{name: "nil clock is the wall clock", content: identity(leaf), opts: []hotcert.ValidateOption{hotcert.WithClock(nil)}},
+		{name: "nil clock still refuses expired", content: identity(expired), opts: []hotcert.ValidateOption{hotcert.WithClock(nil)}, reason: hotcert.ReasonExpired},
 		{name: "key without certificate", content: keyOnly, reason: hotcert.ReasonIncomplete, input: "/tls/tls.key"},
 		{name: "nothing", content: hotcert.Content{Source: "files"}, reason: hotcert.ReasonIncomplete},
 		{name: "chains to given roots", content: identity(leaf), opts: []hotcert.ValidateOption{hotcert.WithChainTo(hotcerttest.Pool(root))}},

@@ -1,0 +1,270 @@
+package hotcert_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/hotcerttest"
+)
+
+// runOpenSSL runs openssl in dir and fails the test when it is missing or fails
+// (.ci/run installs it; the runbook's checks use it).
+func runOpenSSL(t *testing.T, dir string, args ...string) []byte {
+	t.Helper()
+	bin, err := exec.LookPath("openssl")
+	if err != nil {
+		t.Fatal("openssl is required: these tests check files written by openssl itself")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("openssl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// TestOpenSSLECParamKeyLoads: `openssl ecparam -genkey` writes an EC PARAMETERS
+// block before the key; crypto/tls loads such a file, and so must Validate.
+func TestOpenSSLECParamKeyLoads(t *testing.T) {
+	dir := t.TempDir()
+	runOpenSSL(t, dir, "ecparam", "-name", "prime256v1", "-genkey", "-out", "tls.key")
+	runOpenSSL(t, dir, "req", "-new", "-x509", "-key", "tls.key", "-subj", "/CN=ecparam", "-days", "1", "-out", "tls.crt")
+	keyPEM, err := os.ReadFile(filepath.Join(dir, "tls.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, err := os.ReadFile(filepath.Join(dir, "tls.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(keyPEM, []byte("-----BEGIN EC PARAMETERS-----")) {
+		t.Fatalf("openssl ecparam -genkey wrote no EC PARAMETERS block; the test checks nothing:\n%s", keyPEM)
+	}
+	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
+		t.Fatalf("crypto/tls refuses the openssl pair too: %v", err)
+	}
+	m, err := hotcert.Validate(hotcert.Content{
+		Cert: hotcert.Input{Name: filepath.Join(dir, "tls.crt"), Data: certPEM},
+		Key:  hotcert.Input{Name: filepath.Join(dir, "tls.key"), Data: keyPEM},
+	})
+	if err != nil {
+		t.Fatalf("Validate refuses a key written by openssl ecparam -genkey: %v", err)
+	}
+	if _, ok := m.Certificate().PrivateKey.(*ecdsa.PrivateKey); !ok || m.Leaf().Subject.CommonName != "ecparam" {
+		t.Fatalf("loaded %T for %q", m.Certificate().PrivateKey, m.Leaf().Subject.CommonName)
+	}
+}
+
+// TestFormatSerialMatchesOpenSSL: serials are printed as `openssl x509 -serial`
+// prints them, leading zero included.
+func TestFormatSerialMatchesOpenSSL(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	dir := t.TempDir()
+	for _, serial := range []int64{0x0abc, 0x1f, 0x01, 0x7f00, 0x0f0e0d0c0b0a} {
+		leaf := ca.MustIssue(hotcerttest.WithSerial(big.NewInt(serial)))
+		f := filepath.Join(dir, "leaf.crt")
+		if err := os.WriteFile(f, leaf.CertPEM, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out := strings.TrimSpace(string(runOpenSSL(t, dir, "x509", "-in", "leaf.crt", "-noout", "-serial")))
+		if got, want := "serial="+hotcert.FormatSerial(leaf.Cert.SerialNumber), out; got != want {
+			t.Errorf("serial %#x: FormatSerial gives %q, openssl prints %q", serial, got, want)
+		}
+	}
+	if got := hotcert.FormatSerial(big.NewInt(-0xabc)); got != "-0ABC" {
+		t.Errorf("negative serial formatted %q", got)
+	}
+	if got := hotcert.FormatSerial(nil); got != "" {
+		t.Errorf("nil serial formatted %q", got)
+	}
+}
+
+func TestValidateErrorsPrintSerialsAsOpenSSL(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	now := time.Now()
+	expired := ca.MustIssue(hotcerttest.WithSerial(big.NewInt(0x0abc)), hotcerttest.WithValidity(now.Add(-2*time.Hour), now.Add(-time.Hour)))
+	_, err := hotcert.Validate(identity(expired))
+	if err == nil || !strings.Contains(err.Error(), "serial=0ABC") {
+		t.Fatalf("error %v does not name serial 0ABC as openssl prints it", err)
+	}
+}
+
+func TestPEMGrammar(t *testing.T) {
+	root := hotcerttest.MustNewCA()
+	other := hotcerttest.MustNewCA()
+	leaf := root.MustIssue()
+	a, b := hotcerttest.BundlePEM(root), hotcerttest.BundlePEM(other)
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	// garble breaks the base64 of the block that starts at the first BEGIN of p.
+	garble := func(p []byte) []byte {
+		out := bytes.Clone(p)
+		nl := bytes.IndexByte(out, '\n')
+		copy(out[nl+1:], "!!!!")
+		return out
+	}
+	noEnd := func(p []byte) []byte { return p[:bytes.Index(p, []byte("-----END "))] }
+	ecParams := []byte("-----BEGIN EC PARAMETERS-----\nBggqhkjOPQMBBw==\n-----END EC PARAMETERS-----\n")
+
+	t.Run("bundles", func(t *testing.T) {
+		for _, tc := range []struct {
+			name   string
+			data   []byte
+			n      int            // certificates, when accepted
+			reason hotcert.Reason // when refused
+			want   string
+		}{
+			{name: "text outside blocks", data: cat([]byte("# Root A\nsubject=CN=a\n"), a, []byte("\nCertificate:\n    Data: ...\n"), b, []byte("trailing text\n")), n: 2},
+			{name: "openssl -text output", data: cat([]byte("Certificate:\n    Data:\n        Version: 3 (0x2)\n"), a), n: 1},
+			{name: "CRLF line endings", data: bytes.ReplaceAll(cat(a, b), []byte("\n"), []byte("\r\n")), n: 2},
+			{name: "parameters block skipped", data: cat(ecParams, a), n: 1},
+			{name: "garbled middle block, good block after it", data: cat(a, garble(b), a), reason: hotcert.ReasonPEM, want: `PEM block 2 (a "CERTIFICATE", line `},
+			{name: "middle block without END, good block after it", data: cat(a, noEnd(b), a), reason: hotcert.ReasonPEM, want: "PEM block 2"},
+			{name: "truncated last block", data: cat(a, hotcerttest.Truncate(b)), reason: hotcert.ReasonPEM, want: "PEM block 2"},
+			{name: "cut BEGIN line", data: cat(a, []byte("-----BEGIN CERTIF")), reason: hotcert.ReasonPEM, want: "PEM block 2 (a garbled BEGIN line"},
+			{name: "END without BEGIN", data: cat(a, b[bytes.IndexByte(b, '\n')+1:]), reason: hotcert.ReasonPEM, want: "has no BEGIN line"},
+			{name: "block that is not a certificate", data: cat(a, leaf.KeyPEM), reason: hotcert.ReasonPEM, want: "PEM block 2 is a private key, not a CERTIFICATE"},
+			{name: "public key in bundle", data: cat(a, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: []byte{1}})), reason: hotcert.ReasonPEM, want: `is a "PUBLIC KEY"`},
+			{name: "well-framed block that does not parse", data: cat(a, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("nope")})), reason: hotcert.ReasonParse, want: "certificate 2 does not parse"},
+			{name: "only text", data: []byte("nothing here\n"), reason: hotcert.ReasonEmpty},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				certs, err := hotcert.ParseCertificates(hotcert.Input{Name: "/ca/ca.crt", Data: tc.data})
+				if tc.reason == "" {
+					if err != nil || len(certs) != tc.n {
+						t.Fatalf("got %d certificates, %v; want %d", len(certs), err, tc.n)
+					}
+					// The same content passes Validate as a CA bundle.
+					if _, err := hotcert.Validate(hotcert.Content{CA: hotcert.Input{Name: "/ca/ca.crt", Data: tc.data}}); err != nil {
+						t.Fatalf("Validate refuses a bundle ParseCertificates accepts: %v", err)
+					}
+					return
+				}
+				if hotcert.ReasonOf(err) != tc.reason || !strings.HasPrefix(err.Error(), "/ca/ca.crt: ") || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("error %v, want reason %s naming the input and containing %q", err, tc.reason, tc.want)
+				}
+				if _, verr := hotcert.Validate(hotcert.Content{CA: hotcert.Input{Name: "/ca/ca.crt", Data: tc.data}}); hotcert.ReasonOf(verr) != tc.reason {
+					t.Fatalf("Validate: %v, want reason %s as ParseCertificates", verr, tc.reason)
+				}
+				assertNoKeyMaterial(t, err.Error(), leaf)
+			})
+		}
+	})
+
+	t.Run("key files", func(t *testing.T) {
+		second := root.MustIssue()
+		sec1 := must(leaf.KeyPEMWithType(hotcerttest.KeyFormatSEC1))
+		for _, tc := range []struct {
+			name   string
+			data   []byte
+			reason hotcert.Reason
+			want   string
+		}{
+			{name: "PKCS #8", data: leaf.KeyPEM},
+			{name: "SEC 1 after EC PARAMETERS", data: cat(ecParams, sec1)},
+			{name: "text around the key", data: cat([]byte("Bag Attributes\n    localKeyID: 01\n"), leaf.KeyPEM, []byte("\n"))},
+			{name: "two keys", data: cat(leaf.KeyPEM, second.KeyPEM), reason: hotcert.ReasonPEM, want: "holds 2 private keys"},
+			{name: "certificate in key file", data: cat(leaf.KeyPEM, leaf.CertPEM), reason: hotcert.ReasonPEM, want: `PEM block 2 is a "CERTIFICATE", not a private key`},
+			{name: "truncated key", data: hotcerttest.Truncate(leaf.KeyPEM), reason: hotcert.ReasonPEM, want: "PEM block 1 (a private key, line 1) is malformed or truncated"},
+			{name: "garbled key before a good one", data: cat(garble(second.KeyPEM), leaf.KeyPEM), reason: hotcert.ReasonPEM, want: "PEM block 1"},
+			{name: "encrypted PKCS #8", data: pem.EncodeToMemory(&pem.Block{Type: "ENCRYPTED PRIVATE KEY", Bytes: []byte{1, 2}}), reason: hotcert.ReasonParse, want: "encrypted"},
+			{name: "encrypted legacy", data: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Headers: map[string]string{"Proc-Type": "4,ENCRYPTED", "DEK-Info": "AES-128-CBC,00"}, Bytes: []byte{1, 2}}), reason: hotcert.ReasonParse, want: "encrypted"},
+			{name: "unsupported key kind", data: pem.EncodeToMemory(&pem.Block{Type: "OPENSSH PRIVATE KEY", Bytes: []byte{1, 2}}), reason: hotcert.ReasonPEM, want: "not supported"},
+			{name: "only parameters", data: ecParams, reason: hotcert.ReasonEmpty, want: "holds no private key"},
+			{name: "empty", data: []byte("\n"), reason: hotcert.ReasonEmpty, want: "empty"},
+			{name: "well-framed key that does not parse", data: pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte("nope")}), reason: hotcert.ReasonParse, want: "does not parse"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				in := hotcert.Input{Name: "/tls/tls.key", Data: tc.data}
+				key, err := hotcert.ParsePrivateKey(in)
+				if tc.reason == "" {
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !key.Public().(*ecdsa.PublicKey).Equal(leaf.Cert.PublicKey) {
+						t.Fatal("parsed another key")
+					}
+					if _, err := hotcert.Validate(hotcert.Content{Cert: hotcert.Input{Name: "/tls/tls.crt", Data: leaf.ChainPEM}, Key: in}); err != nil {
+						t.Fatalf("Validate refuses a key ParsePrivateKey accepts: %v", err)
+					}
+					return
+				}
+				if hotcert.ReasonOf(err) != tc.reason || !strings.HasPrefix(err.Error(), "/tls/tls.key: ") || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("error %v, want reason %s naming the input and containing %q", err, tc.reason, tc.want)
+				}
+				assertNoKeyMaterial(t, err.Error(), leaf, second)
+			})
+		}
+	})
+
+	t.Run("public keys", func(t *testing.T) {
+		_, edKey, _ := ed25519.GenerateKey(nil)
+		edDER := must(x509.MarshalPKIXPublicKey(edKey.Public()))
+		ecDER := must(x509.MarshalPKIXPublicKey(leaf.Cert.PublicKey))
+		pub := func(der []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}) }
+		keys, err := hotcert.ParsePublicKeys(hotcert.Input{Name: "verify.pem", Data: cat([]byte("# current\n"), pub(ecDER), []byte("# next\n"), pub(edDER))})
+		if err != nil || len(keys) != 2 {
+			t.Fatalf("got %d keys, %v", len(keys), err)
+		}
+		if !keys[1].(ed25519.PublicKey).Equal(edKey.Public()) {
+			t.Fatal("keys out of order")
+		}
+		for name, tc := range map[string]struct {
+			data   []byte
+			reason hotcert.Reason
+		}{
+			"truncated second key": {cat(pub(ecDER), hotcerttest.Truncate(pub(edDER))), hotcert.ReasonPEM},
+			"certificate":          {cat(pub(ecDER), leaf.CertPEM), hotcert.ReasonPEM},
+			"does not parse":       {pub([]byte("nope")), hotcert.ReasonParse},
+			"none":                 {[]byte("\n"), hotcert.ReasonEmpty},
+		} {
+			if _, err := hotcert.ParsePublicKeys(hotcert.Input{Name: "verify.pem", Data: tc.data}); hotcert.ReasonOf(err) != tc.reason {
+				t.Errorf("%s: %v, want reason %s", name, err, tc.reason)
+			}
+		}
+	})
+}
+
+// TestDecodePEMKeepsParameterBlocks: DecodePEM returns every block, so a caller
+// that sorts a combined file (chain and key) sees all of them.
+func TestDecodePEMKeepsParameterBlocks(t *testing.T) {
+	leaf := hotcerttest.MustNewCA().MustIssue()
+	sec1 := must(leaf.KeyPEMWithType(hotcerttest.KeyFormatSEC1))
+	data := bytes.Join([][]byte{leaf.CertPEM, []byte("-----BEGIN EC PARAMETERS-----\nBggqhkjOPQMBBw==\n-----END EC PARAMETERS-----\n"), sec1}, []byte("text\n"))
+	blocks, err := hotcert.DecodePEM(hotcert.Input{Name: "combined.pem", Data: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, b := range blocks {
+		types = append(types, b.Type)
+	}
+	if got := strings.Join(types, ","); got != "CERTIFICATE,EC PARAMETERS,EC PRIVATE KEY" {
+		t.Fatalf("blocks %s", got)
+	}
+	if blocks, err := hotcert.DecodePEM(hotcert.Input{Name: "x", Data: []byte("no blocks")}); err != nil || len(blocks) != 0 {
+		t.Fatalf("text only: %d blocks, %v", len(blocks), err)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
