@@ -7,8 +7,12 @@
 // a watch on the file itself dies after the first swap, and os.Lstat of the visible
 // file never changes. So this source watches the directories that hold the files,
 // treats every event in them as a possible change, and lets the Reloader compare
-// content hashes. The certificate and key are read from one "..data" generation when
-// the directory has one. A watch that cannot be set up (no inotify, directory deleted)
+// content hashes. Every read takes all files from one "..data" generation of their
+// directory, so the certificate, key and CA bundle of one Secret volume are always of
+// one update. A watch that cannot be set up (no inotify, directory deleted)
 // is retried every re-watch interval, and the Reloader's poll re-reads the files
 // regardless, so a missed event delays a reload but never loses it.
+//
+// [Set] is the same mechanism for any content kept in files: package jwtkeys/jwtfile
+// reads JWT key directories with it.
 package file

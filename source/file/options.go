@@ -9,45 +9,55 @@ import (
 // not exist yet, or inotify failed) is tried again.
 const DefaultRewatchInterval = time.Second
 
-// Option configures a [Source].
-type Option interface{ apply(*Source) }
+// Option configures a [Source] or a [Set]. [WithKeyPair] and [WithCA] say what a
+// Source reads; the others configure the reading and watching of both.
+type Option interface{ apply(*config) }
 
-type optionFunc func(*Source)
+type optionFunc func(*config)
 
-func (f optionFunc) apply(s *Source) { f(s) }
+func (f optionFunc) apply(c *config) { f(c) }
+
+// config is what the options set. The paths configure a Source; the rest is the
+// mechanism a Set runs.
+type config struct {
+	certPath, keyPath, caPath string
+	maxSize                   int64
+	rewatch                   time.Duration
+	logger                    *slog.Logger
+}
 
 // WithKeyPair reads the identity from a PEM certificate chain (leaf first) and its
 // private key.
 func WithKeyPair(certPath, keyPath string) Option {
-	return optionFunc(func(s *Source) { s.certPath, s.keyPath = certPath, keyPath })
+	return optionFunc(func(c *config) { c.certPath, c.keyPath = certPath, keyPath })
 }
 
 // WithCA reads the trust bundle (one or more PEM CA certificates) from path, which may
 // live in another directory than the key pair (e.g. a ConfigMap volume).
 func WithCA(path string) Option {
-	return optionFunc(func(s *Source) { s.caPath = path })
+	return optionFunc(func(c *config) { c.caPath = path })
 }
 
 // WithMaxSize caps each file at n bytes (default hotcert.DefaultMaxInputSize).
 func WithMaxSize(n int64) Option {
-	return optionFunc(func(s *Source) { s.maxSize = n })
+	return optionFunc(func(c *config) { c.maxSize = n })
 }
 
 // WithRewatchInterval sets how often unwatched directories are retried
 // (default [DefaultRewatchInterval]).
 func WithRewatchInterval(d time.Duration) Option {
-	return optionFunc(func(s *Source) {
+	return optionFunc(func(c *config) {
 		if d > 0 {
-			s.rewatch = d
+			c.rewatch = d
 		}
 	})
 }
 
 // WithLogger sets the logger for watch problems (default: discard).
 func WithLogger(l *slog.Logger) Option {
-	return optionFunc(func(s *Source) {
+	return optionFunc(func(c *config) {
 		if l != nil {
-			s.logger = l
+			c.logger = l
 		}
 	})
 }

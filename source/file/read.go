@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/hotcert/hotcert"
 )
@@ -15,64 +16,65 @@ import (
 // dataLink is the symlink the kubelet swaps atomically on every update.
 const dataLink = "..data"
 
-// maxGenerationRetries bounds how often a read is repeated because "..data" moved
-// while the files were being read.
-const maxGenerationRetries = 5
+// maxGenerationReads bounds how often a read is repeated because a "..data" moved
+// while the files were being read. A kubelet swaps a volume once per update, so
+// this is only reached by a writer swapping without pause; the read then fails (and
+// is retried by the reloader) rather than return files of different updates.
+const maxGenerationReads = 8
 
-// readGeneration reads the given files so that files sharing a kubelet-managed
-// directory come from one "..data" generation: it notes where "..data" points before
-// and after reading, and reads again if a swap happened in between.
-func (s *Source) readGeneration(paths ...string) ([]hotcert.Input, error) {
-	var (
-		ins []hotcert.Input
-		err error
-	)
-	for range maxGenerationRetries {
-		before := Generations(paths)
-		ins, err = s.readAll(paths)
-		if slices.Equal(before, Generations(paths)) {
+// readGeneration reads every file of the Set so that files sharing a kubelet-managed
+// directory come from one "..data" generation: it notes where each directory's
+// "..data" points before and after reading all files, and reads again if any swap
+// happened in between. One pass covers every file — reading the key pair and the
+// bundle of one volume in two passes would let a swap land between them.
+func (s *Set) readGeneration() ([]hotcert.Input, error) {
+	for range maxGenerationReads {
+		before := s.generations()
+		ins, err := s.readAll()
+		if slices.Equal(before, s.generations()) {
 			return ins, err
 		}
 	}
-	return ins, err
+	return nil, &hotcert.Error{Input: strings.Join(s.dirs(), ", "), Reason: hotcert.ReasonRead,
+		Detail: "changed " + strconv.Itoa(maxGenerationReads) + " times while being read; trying again later"}
 }
 
-func (s *Source) readAll(paths []string) ([]hotcert.Input, error) {
-	ins := make([]hotcert.Input, len(paths))
-	for i, p := range paths {
-		if p == "" {
+func (s *Set) readAll() ([]hotcert.Input, error) {
+	ins := make([]hotcert.Input, len(s.files))
+	for i, f := range s.files {
+		if f.Path == "" {
 			continue
 		}
-		data, err := s.readFile(p)
+		data, err := readFile(f.Path, s.maxSize)
 		if err != nil {
+			var he *hotcert.Error
+			if f.Optional && errors.As(err, &he) && he.Reason == hotcert.ReasonMissing {
+				continue
+			}
 			return nil, err
 		}
-		ins[i] = hotcert.Input{Name: p, Data: data}
+		ins[i] = hotcert.Input{Name: f.Path, Data: data}
 	}
 	return ins, nil
 }
 
-// Generations returns, for each path, where the "..data" symlink of its directory
-// points ("" when there is none). Reading files between two equal results reads them
-// from one kubelet generation.
-func Generations(paths []string) []string {
-	gens := make([]string, len(paths))
-	for i, p := range paths {
-		if p != "" {
-			gens[i], _ = os.Readlink(filepath.Join(filepath.Dir(p), dataLink))
-		}
+// generations returns, for each directory of the Set, where its "..data" symlink
+// points ("" when there is none).
+func (s *Set) generations() []string {
+	dirs := s.dirs()
+	gens := make([]string, len(dirs))
+	for i, d := range dirs {
+		gens[i], _ = os.Readlink(filepath.Join(d, dataLink))
 	}
 	return gens
 }
 
-func (s *Source) readFile(path string) ([]byte, error) { return ReadFile(path, s.maxSize) }
-
-// ReadFile reads a regular file (following symlinks) of at most maxSize bytes, as the
-// Source does. A directory, a device such as /dev/zero or a FIFO is refused before it
-// is read, and the size cap holds even for a file that grows while it is read. Errors
-// are *hotcert.Error values naming the path (reasons missing, read, not_regular,
-// too_large). Other sources of files (e.g. JWT key directories) use it too.
-func ReadFile(path string, maxSize int64) ([]byte, error) {
+// readFile reads a regular file (following symlinks) of at most maxSize bytes. A
+// directory, a device such as /dev/zero or a FIFO is refused before it is read, and
+// the size cap holds even for a file that grows while it is read. Errors are
+// *hotcert.Error values naming the path (reasons missing, read, not_regular,
+// too_large).
+func readFile(path string, maxSize int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {

@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
-	"time"
 
 	"github.com/hotcert/hotcert"
 )
@@ -15,9 +12,7 @@ import (
 // Source reads TLS material from files. Create it with [New].
 type Source struct {
 	certPath, keyPath, caPath string
-	maxSize                   int64
-	rewatch                   time.Duration
-	logger                    *slog.Logger
+	files                     *Set // certPath, keyPath, caPath, in this order
 }
 
 var _ hotcert.Source = (*Source)(nil)
@@ -26,45 +21,37 @@ var _ hotcert.Source = (*Source)(nil)
 // read the files: hotcert.New does the first load and fails fast on a missing or
 // invalid file.
 func New(opts ...Option) (*Source, error) {
-	s := &Source{
-		maxSize: hotcert.DefaultMaxInputSize,
-		rewatch: DefaultRewatchInterval,
-		logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}
+	c := defaults()
 	for _, o := range opts {
-		o.apply(s)
+		o.apply(&c)
 	}
 	switch {
-	case (s.certPath == "") != (s.keyPath == ""):
+	case (c.certPath == "") != (c.keyPath == ""):
 		return nil, errors.New("file: a certificate needs its key and a key its certificate")
-	case s.certPath == "" && s.caPath == "":
+	case c.certPath == "" && c.caPath == "":
 		return nil, errors.New("file: nothing to read: give a key pair, a CA bundle, or both")
-	case s.maxSize <= 0:
-		return nil, fmt.Errorf("file: size cap must be positive, got %d", s.maxSize)
 	}
-	return s, nil
+	set, err := newSet([]File{{Path: c.certPath}, {Path: c.keyPath}, {Path: c.caPath}}, c)
+	if err != nil {
+		return nil, err
+	}
+	return &Source{certPath: c.certPath, keyPath: c.keyPath, caPath: c.caPath, files: set}, nil
 }
 
-// Read implements [hotcert.Source]. The certificate and key are read from one kubelet
-// generation; the CA bundle, which may live in another volume, from its own.
+// Read implements [hotcert.Source]. Every file is read from one kubelet generation
+// of its directory: a certificate, key and CA bundle of one Secret volume are always
+// of one update, and a bundle in another volume (a ConfigMap's) is of one update of
+// that volume.
 func (s *Source) Read(context.Context) (hotcert.Content, error) {
-	c := hotcert.Content{Source: s.String()}
-	if s.certPath != "" {
-		ins, err := s.readGeneration(s.certPath, s.keyPath)
-		if err != nil {
-			return hotcert.Content{}, err
-		}
-		c.Cert, c.Key = ins[0], ins[1]
+	ins, err := s.files.Read()
+	if err != nil {
+		return hotcert.Content{}, err
 	}
-	if s.caPath != "" {
-		ins, err := s.readGeneration(s.caPath)
-		if err != nil {
-			return hotcert.Content{}, err
-		}
-		c.CA = ins[0]
-	}
-	return c, nil
+	return hotcert.Content{Cert: ins[0], Key: ins[1], CA: ins[2], Source: s.String()}, nil
 }
+
+// Watch implements [hotcert.Source]; see [Set.Watch].
+func (s *Source) Watch(ctx context.Context, changed func()) error { return s.files.Watch(ctx, changed) }
 
 // String describes the files, e.g. "files cert=/tls/tls.crt key=/tls/tls.key ca=/ca/ca.crt".
 func (s *Source) String() string {
@@ -77,15 +64,4 @@ func (s *Source) String() string {
 		fmt.Fprintf(&b, " ca=%s", s.caPath)
 	}
 	return b.String()
-}
-
-// paths returns the configured file paths.
-func (s *Source) paths() []string {
-	var ps []string
-	for _, p := range []string{s.certPath, s.keyPath, s.caPath} {
-		if p != "" {
-			ps = append(ps, p)
-		}
-	}
-	return ps
 }

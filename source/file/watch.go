@@ -3,21 +3,21 @@ package file
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
 )
 
-// Watch implements hotcert.Source. It watches the directories holding the files
+// Watch blocks until ctx is done, calling changed whenever the files may have
+// changed. It watches the directories holding the files
 // (never the files: the kubelet's symlink swap names no file and kills file watches)
 // and calls changed on any event in them. Directories that cannot be watched — not
 // created yet, deleted and recreated, or inotify unavailable — are retried every
 // re-watch interval; each success calls changed, since anything may have happened
 // while unwatched. Watch errors (e.g. an event queue overflow) are logged, answered
 // with changed, and never end watching.
-func (s *Source) Watch(ctx context.Context, changed func()) error {
+func (s *Set) Watch(ctx context.Context, changed func()) error {
 	dirs := s.dirs()
 	var w *fsnotify.Watcher
 	defer func() {
@@ -84,16 +84,4 @@ func (s *Source) Watch(ctx context.Context, changed func()) error {
 			changed()
 		}
 	}
-}
-
-// dirs returns the distinct directories holding the configured files.
-func (s *Source) dirs() []string {
-	var ds []string
-	for _, p := range s.paths() {
-		d := filepath.Clean(filepath.Dir(p))
-		if !slices.Contains(ds, d) {
-			ds = append(ds, d)
-		}
-	}
-	return ds
 }

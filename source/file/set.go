@@ -1,0 +1,99 @@
+package file
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hotcert/hotcert"
+)
+
+// A File is one file of a [Set].
+type File struct {
+	// Path is where the file is. An empty Path leaves its input absent.
+	Path string
+	// Optional makes a file that does not exist read as an absent input instead of
+	// an error (e.g. a list of extra keys a Secret may not have).
+	Optional bool
+}
+
+// Set is a fixed list of files read as one and watched as one, whatever they hold:
+// the mechanism under [Source], and under other content kept in files (JWT key
+// directories, package jwtkeys/jwtfile). Every read takes all files from one kubelet
+// "..data" generation of each directory, refuses anything but a regular file of at
+// most the size cap, and names the file in its errors. Create it with [NewSet].
+type Set struct {
+	files   []File
+	maxSize int64
+	rewatch time.Duration
+	logger  *slog.Logger
+}
+
+// NewSet returns a Set of files. [WithMaxSize], [WithRewatchInterval] and
+// [WithLogger] apply; [WithKeyPair] and [WithCA] configure a Source, not a Set.
+func NewSet(files []File, opts ...Option) (*Set, error) {
+	c := defaults()
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	if c.certPath != "" || c.keyPath != "" || c.caPath != "" {
+		return nil, errors.New("file: WithKeyPair and WithCA configure a Source, not a Set")
+	}
+	return newSet(files, c)
+}
+
+func defaults() config {
+	return config{
+		maxSize: hotcert.DefaultMaxInputSize,
+		rewatch: DefaultRewatchInterval,
+		logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+}
+
+func newSet(files []File, c config) (*Set, error) {
+	if c.maxSize <= 0 {
+		return nil, fmt.Errorf("file: size cap must be positive, got %d", c.maxSize)
+	}
+	if !slices.ContainsFunc(files, func(f File) bool { return f.Path != "" }) {
+		return nil, errors.New("file: a set needs at least one file")
+	}
+	return &Set{files: slices.Clone(files), maxSize: c.maxSize, rewatch: c.rewatch, logger: c.logger}, nil
+}
+
+// Read returns one input per file of the Set, in order: absent for an empty path
+// and for a missing optional file. It reads every file from one "..data"
+// generation of its directory, so files that share a kubelet volume (tls.crt,
+// tls.key and ca.crt of one Secret) are always of one update. Errors are
+// *hotcert.Error values naming the file.
+func (s *Set) Read() ([]hotcert.Input, error) { return s.readGeneration() }
+
+// String lists the files, e.g. "files /keys/signing.key /keys/verify.pem".
+func (s *Set) String() string {
+	var b strings.Builder
+	b.WriteString("files")
+	for _, f := range s.files {
+		if f.Path != "" {
+			b.WriteString(" " + f.Path)
+		}
+	}
+	return b.String()
+}
+
+// dirs returns the distinct directories holding the files.
+func (s *Set) dirs() []string {
+	var ds []string
+	for _, f := range s.files {
+		if f.Path == "" {
+			continue
+		}
+		if d := filepath.Clean(filepath.Dir(f.Path)); !slices.Contains(ds, d) {
+			ds = append(ds, d)
+		}
+	}
+	return ds
+}
