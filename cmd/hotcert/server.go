@@ -225,14 +225,14 @@ func serverSource(f *serverFlags, log *slog.Logger) (hotcert.Source, error) {
 // the directory holds hs256.keys and no signing.key, the HS256 secret list (and
 // optional verify.pem).
 func keyDirSource(dir string, log *slog.Logger) (*jwtfile.Source, error) {
-	opts := []jwtfile.Option{jwtfile.WithDir(dir), jwtfile.WithLogger(log)}
+	layout := jwtfile.Dir(dir)
 	if _, err := os.Stat(filepath.Join(dir, jwtkeys.SigningKeyName)); errors.Is(err, fs.ErrNotExist) {
 		if _, err := os.Stat(filepath.Join(dir, jwtkeys.HMACSecretsName)); err == nil {
-			opts = []jwtfile.Option{jwtfile.WithHMACSecrets(filepath.Join(dir, jwtkeys.HMACSecretsName)),
-				jwtfile.WithVerificationKeys(filepath.Join(dir, jwtkeys.VerificationKeysName)), jwtfile.WithLogger(log)}
+			layout = jwtfile.Layout{HMACSecrets: filepath.Join(dir, jwtkeys.HMACSecretsName),
+				VerificationKeys: filepath.Join(dir, jwtkeys.VerificationKeysName)}
 		}
 	}
-	src, err := jwtfile.New(opts...)
+	src, err := jwtfile.New(layout, file.WithLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("--jwt-key-dir: %w", err)
 	}

@@ -288,7 +288,7 @@ func TestTokenIssue(t *testing.T) {
 		t.Fatal(err)
 	}
 	tok := strings.TrimSpace(out)
-	src, err := jwtfile.New(jwtfile.WithDir(keys.Dir()))
+	src, err := jwtfile.New(jwtfile.Dir(keys.Dir()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/jwtkeys/jwtfile"
+	"github.com/hotcert/hotcert/source/file"
 )
 
 type key struct{ private, public []byte }
@@ -84,9 +85,9 @@ func (f *fixture) start(t *testing.T, src jwtkeys.Source, opts ...jwtkeys.Option
 	})
 }
 
-func (f *fixture) source(t *testing.T, opts ...jwtfile.Option) *jwtfile.Source {
+func (f *fixture) source(t *testing.T) *jwtfile.Source {
 	t.Helper()
-	s, err := jwtfile.New(append([]jwtfile.Option{jwtfile.WithDir(f.dir), jwtfile.WithRewatchInterval(20 * time.Millisecond)}, opts...)...)
+	s, err := jwtfile.New(jwtfile.Dir(f.dir), file.WithRewatchInterval(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,8 +211,8 @@ func TestHMACFile(t *testing.T) {
 	pubDir := filepath.Join(t.TempDir(), "pub")
 	pubW := hotcerttest.MustNewAtomicWriter(pubDir)
 	pubW.MustWrite(map[string][]byte{"verify.pem": ec.public})
-	src, err := jwtfile.New(jwtfile.WithHMACSecrets(filepath.Join(f.dir, "hs256.keys")),
-		jwtfile.WithVerificationKeys(filepath.Join(pubDir, "verify.pem")), jwtfile.WithRewatchInterval(20*time.Millisecond))
+	src, err := jwtfile.New(jwtfile.Layout{HMACSecrets: filepath.Join(f.dir, "hs256.keys"), VerificationKeys: filepath.Join(pubDir, "verify.pem")},
+		file.WithRewatchInterval(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,54 +240,60 @@ func TestReadErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	read := func(opts ...jwtfile.Option) error {
-		s, err := jwtfile.New(opts...)
+	read := func(l jwtfile.Layout, opts ...file.Option) error {
+		s, err := jwtfile.New(l, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = s.Read(context.Background())
 		return err
 	}
-	if r := hotcert.ReasonOf(read(jwtfile.WithDir(dir))); r != hotcert.ReasonMissing {
+	if r := hotcert.ReasonOf(read(jwtfile.Dir(dir))); r != hotcert.ReasonMissing {
 		t.Fatalf("missing signing.key: %s", r)
 	}
 	write("signing.key", a.private)
-	if err := read(jwtfile.WithDir(dir)); err != nil {
+	if err := read(jwtfile.Dir(dir)); err != nil {
 		t.Fatalf("verify.pem is optional: %v", err)
 	}
 	if err := os.Mkdir(filepath.Join(dir, "verify.pem"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if r := hotcert.ReasonOf(read(jwtfile.WithDir(dir))); r != hotcert.ReasonNotRegular {
+	if r := hotcert.ReasonOf(read(jwtfile.Dir(dir))); r != hotcert.ReasonNotRegular {
 		t.Fatalf("directory as verify.pem: %s", r)
 	}
-	if r := hotcert.ReasonOf(read(jwtfile.WithSigningKey("/dev/zero"))); r != hotcert.ReasonNotRegular {
+	if r := hotcert.ReasonOf(read(jwtfile.Layout{SigningKey: "/dev/zero"})); r != hotcert.ReasonNotRegular {
 		t.Fatalf("/dev/zero: %s", r)
 	}
-	if r := hotcert.ReasonOf(read(jwtfile.WithSigningKey(filepath.Join(dir, "signing.key")), jwtfile.WithMaxSize(100))); r != hotcert.ReasonTooLarge {
+	if r := hotcert.ReasonOf(read(jwtfile.Layout{SigningKey: filepath.Join(dir, "signing.key")}, file.WithMaxSize(100))); r != hotcert.ReasonTooLarge {
 		t.Fatalf("size cap: %s", r)
 	}
-	for _, opts := range [][]jwtfile.Option{
-		nil,
-		{jwtfile.WithDir(dir), jwtfile.WithHMACSecrets(filepath.Join(dir, "x"))},
-		{jwtfile.WithDir(dir), jwtfile.WithMaxSize(0)},
+	both := jwtfile.Dir(dir)
+	both.HMACSecrets = filepath.Join(dir, "x")
+	for name, c := range map[string]struct {
+		l    jwtfile.Layout
+		opts []file.Option
+	}{
+		"nothing":             {},
+		"key and HMAC":        {l: both},
+		"size cap of 0":       {l: jwtfile.Dir(dir), opts: []file.Option{file.WithMaxSize(0)}},
+		"a TLS file in a set": {l: jwtfile.Dir(dir), opts: []file.Option{file.WithCA("/ca.crt")}},
 	} {
-		if _, err := jwtfile.New(opts...); err == nil {
-			t.Errorf("New accepted %d options", len(opts))
+		if _, err := jwtfile.New(c.l, c.opts...); err == nil || !strings.HasPrefix(err.Error(), "jwtfile: ") {
+			t.Errorf("%s: New returned %v", name, err)
 		}
 	}
-	s, _ := jwtfile.New(jwtfile.WithDir("/keys"))
+	s, _ := jwtfile.New(jwtfile.Dir("/keys"))
 	if s.String() != "files signing=/keys/signing.key verify=/keys/verify.pem" {
 		t.Fatalf("String() = %q", s.String())
 	}
-	if _, err := jwtkeys.New(context.Background(), mustSource(t, jwtfile.WithDir(t.TempDir()))); err == nil {
+	if _, err := jwtkeys.New(context.Background(), mustSource(t, jwtfile.Dir(t.TempDir()))); err == nil {
 		t.Fatal("a KeySet started from an empty directory")
 	}
 }
 
-func mustSource(t *testing.T, opts ...jwtfile.Option) *jwtfile.Source {
+func mustSource(t *testing.T, l jwtfile.Layout) *jwtfile.Source {
 	t.Helper()
-	s, err := jwtfile.New(opts...)
+	s, err := jwtfile.New(l)
 	if err != nil {
 		t.Fatal(err)
 	}

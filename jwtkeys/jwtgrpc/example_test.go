@@ -15,7 +15,7 @@ import (
 // A control plane verifies agent tokens on every stream it accepts.
 func ExampleStreamServerInterceptor() {
 	ctx := context.Background()
-	src, _ := jwtfile.New(jwtfile.WithDir("/etc/agent-token-keys"))
+	src, _ := jwtfile.New(jwtfile.Dir("/etc/agent-token-keys"))
 	ks, err := jwtkeys.New(ctx, src, jwtkeys.WithAudience("control-plane"))
 	if err != nil {
 		return // missing or invalid keys: a startup error

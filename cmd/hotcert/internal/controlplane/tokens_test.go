@@ -74,7 +74,7 @@ func (d *keyDir) set(t *testing.T, signing signingKey, verify ...signingKey) {
 // newKeySet runs a KeySet over dir until the test ends.
 func newKeySet(t *testing.T, dir string) *jwtkeys.KeySet {
 	t.Helper()
-	src, err := jwtfile.New(jwtfile.WithDir(dir), jwtfile.WithRewatchInterval(50*time.Millisecond))
+	src, err := jwtfile.New(jwtfile.Dir(dir), file.WithRewatchInterval(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -167,7 +167,7 @@ func (w *world) startReplica(ctx context.Context, name string, leaf *hotcerttest
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	keySrc, err := jwtfile.New(jwtfile.WithDir(w.keyVolume.Dir()), jwtfile.WithLogger(w.log))
+	keySrc, err := jwtfile.New(jwtfile.Dir(w.keyVolume.Dir()), file.WithLogger(w.log))
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
