@@ -4,9 +4,11 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/hotcert/hotcert/internal/reload"
 )
 
-// Defaults of a [Reloader].
+// Defaults of a [Reloader] (and of a jwtkeys.KeySet, which shares them).
 const (
 	// DefaultSettle is how long content that fails validation is treated as "maybe
 	// mid-write" (certificate written, key not yet) before it counts as a failure.
@@ -19,9 +21,34 @@ const (
 // Option configures a [Reloader].
 type Option interface{ applyReloader(*reloaderConfig) }
 
+// ReloadOption is an [Option] that every hotcert reloader accepts with one meaning:
+// a [Reloader] and a jwtkeys.KeySet (whose Option it also is). [WithComponent],
+// [WithLogger], [WithLogAttrs], [WithSettle], [WithPollInterval] and
+// [WithInitialWait] are ReloadOptions, so one list of them configures the TLS and
+// the JWT reloaders of a process alike.
+type ReloadOption interface {
+	Option
+	// ApplyReload sets the option on a reloader's shared settings. hotcert's
+	// reloaders call it; it cannot be implemented outside this module.
+	ApplyReload(reload.Target)
+}
+
 type optionFunc func(*reloaderConfig)
 
 func (f optionFunc) applyReloader(c *reloaderConfig) { f(c) }
+
+// reloadOption is a ReloadOption: it sets the shared settings of any reloader.
+type reloadOption func(*reload.Settings)
+
+func (f reloadOption) ApplyReload(t reload.Target) { f(t.ReloadSettings()) }
+
+func (f reloadOption) applyReloader(c *reloaderConfig) {
+	s := reload.Settings{Component: c.component, Logger: c.logger, LogAttrs: c.logAttrs,
+		Settle: c.settle, Poll: c.poll, InitialWait: c.initialWait}
+	f(&s)
+	c.component, c.logger, c.logAttrs = s.Component, s.Logger, s.LogAttrs
+	c.settle, c.poll, c.initialWait = s.Settle, s.Poll, s.InitialWait
+}
 
 type reloaderConfig struct {
 	component    string
@@ -51,24 +78,29 @@ func defaultReloaderConfig() reloaderConfig {
 }
 
 // WithComponent names what the material is for (e.g. "agent_grpc"): the component
-// label of metrics and the component/listener attribute of log lines.
-func WithComponent(name string) Option {
-	return optionFunc(func(c *reloaderConfig) { c.component = name })
+// label of metrics and the component attribute of log lines. An empty name keeps
+// the default ("default" for a Reloader, "jwt_signing" for a KeySet).
+func WithComponent(name string) ReloadOption {
+	return reloadOption(func(s *reload.Settings) {
+		if name != "" {
+			s.Component = name
+		}
+	})
 }
 
-// WithLogger sets the logger (default: discard). The Reloader logs one line per real
-// change and one per distinct failure, never key material.
-func WithLogger(l *slog.Logger) Option {
-	return optionFunc(func(c *reloaderConfig) {
+// WithLogger sets the logger (default: discard; nil keeps it). A reloader logs one
+// line per real change and one per distinct failure, never key material.
+func WithLogger(l *slog.Logger) ReloadOption {
+	return reloadOption(func(s *reload.Settings) {
 		if l != nil {
-			c.logger = l
+			s.Logger = l
 		}
 	})
 }
 
 // WithLogAttrs adds attributes to every log line (e.g. "file", path).
-func WithLogAttrs(args ...any) Option {
-	return optionFunc(func(c *reloaderConfig) { c.logAttrs = append(c.logAttrs, args...) })
+func WithLogAttrs(args ...any) ReloadOption {
+	return reloadOption(func(s *reload.Settings) { s.LogAttrs = append(s.LogAttrs, args...) })
 }
 
 // WithLogMessages replaces the messages of the first-load, reload and failure lines
@@ -94,22 +126,24 @@ func WithObserver(o Observer) Option {
 }
 
 // WithSettle sets how long failing content is treated as "maybe mid-write" before it
-// is logged and counted as a failure (default [DefaultSettle]; 0 reports at once).
-// Content that validates is served immediately, never delayed by this window.
-func WithSettle(d time.Duration) Option {
-	return optionFunc(func(c *reloaderConfig) { c.settle = d })
+// is logged and counted as a failure (default [DefaultSettle]; 0, or a negative
+// duration, reports at once). Content that validates is served immediately, never
+// delayed by this window.
+func WithSettle(d time.Duration) ReloadOption {
+	return reloadOption(func(s *reload.Settings) { s.Settle = max(d, 0) })
 }
 
 // WithPollInterval sets how often the source is re-read without a change
-// notification (default [DefaultPollInterval]; 0 disables polling).
-func WithPollInterval(d time.Duration) Option {
-	return optionFunc(func(c *reloaderConfig) { c.poll = d })
+// notification (default [DefaultPollInterval]; 0, or a negative duration, disables
+// polling).
+func WithPollInterval(d time.Duration) ReloadOption {
+	return reloadOption(func(s *reload.Settings) { s.Poll = max(d, 0) })
 }
 
-// WithInitialWait makes [New] retry the first load for up to d (for a Secret that
+// WithInitialWait makes the first load retry for up to d (for a Secret that
 // cert-manager has not issued yet) instead of failing at once.
-func WithInitialWait(d time.Duration) Option {
-	return optionFunc(func(c *reloaderConfig) { c.initialWait = d })
+func WithInitialWait(d time.Duration) ReloadOption {
+	return reloadOption(func(s *reload.Settings) { s.InitialWait = max(d, 0) })
 }
 
 // WithValidation adds policies to the validation of every load (see [Validate]),

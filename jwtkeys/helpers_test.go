@@ -102,7 +102,7 @@ func newFixture(t *testing.T, c Content, opts ...Option) *fixture {
 	f := &fixture{src: NewMemorySource(c), clock: newClock(), obs: &observer{}, logs: &testutil.LogBuffer{}}
 	all := append([]Option{
 		WithClock(f.clock.Now), WithMaxTokenTTL(testTTL), WithClockSkew(testSkew), WithGracePeriod(testGrace),
-		WithObserver(f.obs), WithLogger(slog.New(slog.NewTextHandler(f.logs, nil))), WithSettle(0), WithPollInterval(0),
+		WithObserver(f.obs), hotcert.WithLogger(slog.New(slog.NewTextHandler(f.logs, nil))), hotcert.WithSettle(0), hotcert.WithPollInterval(0),
 	}, opts...)
 	ks, err := New(context.Background(), f.src, all...)
 	if err != nil {

@@ -45,7 +45,7 @@ var (
 func New(ctx context.Context, src Source, opts ...Option) (*KeySet, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
-		o.apply(&cfg)
+		o.ApplyReload(&cfg)
 	}
 	if err := cfg.check(); err != nil {
 		return nil, err
@@ -58,22 +58,22 @@ func New(ctx context.Context, src Source, opts ...Option) (*KeySet, error) {
 		Publish:     ks.publish,
 		Failed:      ks.failed,
 		WatchFailed: func(err error, retryIn time.Duration) {
-			cfg.logger.Warn("JWT key source watch failed; relying on polling until it restarts",
+			cfg.reload.Logger.Warn("JWT key source watch failed; relying on polling until it restarts",
 				append(ks.attrs(), "source", src.String(), "error", err.Error(), "retry_in", retryIn.String())...)
 		},
-		Settle: cfg.settle,
-		Poll:   cfg.poll,
+		Settle: cfg.reload.Settle,
+		Poll:   cfg.reload.Poll,
 	})
-	m, err := ks.engine.Initial(ctx, cfg.initialWait)
+	m, err := ks.engine.Initial(ctx, cfg.reload.InitialWait)
 	if err != nil {
 		return nil, fmt.Errorf("jwtkeys: initial load from %s: %w", src, err)
 	}
 	st := newState(nil, m, cfg.now(), cfg.grace)
 	ks.cur.Store(st)
-	cfg.logger.Info("JWT signing keys loaded", append(ks.attrs(),
+	cfg.reload.Logger.Info("JWT signing keys loaded", append(ks.attrs(),
 		"kid", m.signer.id, "alg", m.signer.alg, "verification_keys", len(m.listed),
 		"source", m.source, "generation", st.generation)...)
-	cfg.observer.ObserveLoad(cfg.component, ks.info(st), true)
+	cfg.observer.ObserveLoad(cfg.reload.Component, ks.info(st), true)
 	return ks, nil
 }
 
@@ -184,11 +184,11 @@ func (ks *KeySet) publish(m *Material) {
 		} else if ok {
 			attrs = append(attrs, "previous_state", string(e.state))
 		}
-		ks.cfg.logger.Info("JWT signing key rotated", append(attrs, ks.diffAttrs(prev, st)...)...)
+		ks.cfg.reload.Logger.Info("JWT signing key rotated", append(attrs, ks.diffAttrs(prev, st)...)...)
 	} else {
-		ks.cfg.logger.Info("JWT verification keys reloaded", append(attrs, ks.diffAttrs(prev, st)...)...)
+		ks.cfg.reload.Logger.Info("JWT verification keys reloaded", append(attrs, ks.diffAttrs(prev, st)...)...)
 	}
-	ks.cfg.observer.ObserveLoad(ks.cfg.component, ks.info(st), false)
+	ks.cfg.observer.ObserveLoad(ks.cfg.reload.Component, ks.info(st), false)
 }
 
 // diffAttrs names the keys that started and stopped verifying, and the rest of a
@@ -216,9 +216,9 @@ func (ks *KeySet) diffAttrs(prev, next *state) []any {
 }
 
 func (ks *KeySet) failed(err error) {
-	ks.cfg.logger.Error("JWT signing key reload failed", append(ks.attrs(),
+	ks.cfg.reload.Logger.Error("JWT signing key reload failed", append(ks.attrs(),
 		"source", ks.src.String(), "reason", string(hotcert.ReasonOf(err)), "error", err.Error())...)
-	ks.cfg.observer.ObserveFailure(ks.cfg.component, err)
+	ks.cfg.observer.ObserveFailure(ks.cfg.reload.Component, err)
 }
 
 // expireLoop prunes retired keys when their grace period ends.
@@ -252,13 +252,13 @@ func (ks *KeySet) expire() {
 		return
 	}
 	for _, r := range gone {
-		ks.cfg.logger.Info("JWT retired key left its grace period", append(ks.attrs(),
+		ks.cfg.reload.Logger.Info("JWT retired key left its grace period", append(ks.attrs(),
 			"kid", r.k.id, "alg", r.k.alg, "retired_at", r.at.UTC().Format(time.RFC3339),
 			"verified_until", r.verifies.UTC().Format(time.RFC3339))...)
 	}
-	ks.cfg.observer.ObserveKeys(ks.cfg.component, ks.info(st))
+	ks.cfg.observer.ObserveKeys(ks.cfg.reload.Component, ks.info(st))
 }
 
 func (ks *KeySet) attrs() []any {
-	return append([]any{"component", ks.cfg.component}, ks.cfg.logAttrs...)
+	return append([]any{"component", ks.cfg.reload.Component}, ks.cfg.reload.LogAttrs...)
 }

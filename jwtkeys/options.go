@@ -6,6 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/internal/reload"
 )
 
 // Defaults of a KeySet.
@@ -21,50 +24,51 @@ const (
 	DefaultPropagation = 5 * time.Minute
 	// DefaultJWKSMaxAge is the Cache-Control max-age of the JWKS handler.
 	DefaultJWKSMaxAge = time.Minute
-	// DefaultSettle is how long content that fails validation is treated as "maybe
-	// mid-write" before it counts as a failure.
-	DefaultSettle = time.Second
-	// DefaultPollInterval is how often the source is re-read without a change
-	// notification.
-	DefaultPollInterval = 30 * time.Second
 	// DefaultComponent is the component label of metrics and log lines.
 	DefaultComponent = "jwt_signing"
 )
 
-// Option configures a [KeySet].
-type Option interface{ apply(*config) }
+// Option configures a [KeySet]. Besides the options of this package, a KeySet
+// accepts hotcert's reload options (hotcert.ReloadOption: hotcert.WithComponent,
+// WithLogger, WithLogAttrs, WithSettle, WithPollInterval, WithInitialWait), with the
+// same meaning as for a hotcert.Reloader; its settle and poll defaults are
+// hotcert.DefaultSettle and hotcert.DefaultPollInterval.
+type Option interface {
+	// ApplyReload configures a KeySet; it cannot be implemented outside this module.
+	ApplyReload(reload.Target)
+}
 
 type optionFunc func(*config)
 
-func (f optionFunc) apply(c *config) { f(c) }
+// ApplyReload implements [Option].
+func (f optionFunc) ApplyReload(t reload.Target) { f(t.(*config)) }
 
 type config struct {
-	grace       time.Duration // 0: maxTTL + skew + DefaultPropagation
-	maxTTL      time.Duration
-	skew        time.Duration
-	issuer      string
-	audience    string
-	now         func() time.Time
-	component   string
-	logger      *slog.Logger
-	logAttrs    []any
-	observer    Observer
-	settle      time.Duration
-	poll        time.Duration
-	initialWait time.Duration
-	jwksMaxAge  time.Duration
+	grace      time.Duration // 0: maxTTL + skew + DefaultPropagation
+	maxTTL     time.Duration
+	skew       time.Duration
+	issuer     string
+	audience   string
+	now        func() time.Time
+	reload     reload.Settings // component, logger, settle, poll, initial wait
+	observer   Observer
+	jwksMaxAge time.Duration
 }
+
+func (c *config) ReloadSettings() *reload.Settings { return &c.reload }
 
 func defaultConfig() config {
 	return config{
-		maxTTL:     DefaultMaxTokenTTL,
-		skew:       DefaultClockSkew,
-		now:        time.Now,
-		component:  DefaultComponent,
-		logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		maxTTL: DefaultMaxTokenTTL,
+		skew:   DefaultClockSkew,
+		now:    time.Now,
+		reload: reload.Settings{
+			Component: DefaultComponent,
+			Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Settle:    hotcert.DefaultSettle,
+			Poll:      hotcert.DefaultPollInterval,
+		},
 		observer:   nopObserver{},
-		settle:     DefaultSettle,
-		poll:       DefaultPollInterval,
 		jwksMaxAge: DefaultJWKSMaxAge,
 	}
 }
@@ -119,31 +123,6 @@ func WithClock(now func() time.Time) Option {
 	})
 }
 
-// WithComponent names what the keys are for: the component label of metrics and
-// the component attribute of log lines (default [DefaultComponent]).
-func WithComponent(name string) Option {
-	return optionFunc(func(c *config) {
-		if name != "" {
-			c.component = name
-		}
-	})
-}
-
-// WithLogger sets the logger (default: discard). A KeySet logs one line per real
-// change and one per distinct failure, never key material or tokens.
-func WithLogger(l *slog.Logger) Option {
-	return optionFunc(func(c *config) {
-		if l != nil {
-			c.logger = l
-		}
-	})
-}
-
-// WithLogAttrs adds attributes to every log line.
-func WithLogAttrs(args ...any) Option {
-	return optionFunc(func(c *config) { c.logAttrs = append(c.logAttrs, args...) })
-}
-
 // WithObserver reports loads, failures and verifications to o (see package
 // jwtmetrics).
 func WithObserver(o Observer) Option {
@@ -152,22 +131,6 @@ func WithObserver(o Observer) Option {
 			c.observer = o
 		}
 	})
-}
-
-// WithSettle sets how long failing content is treated as "maybe mid-write" before
-// it is logged and counted (default [DefaultSettle]; 0 reports at once).
-func WithSettle(d time.Duration) Option { return optionFunc(func(c *config) { c.settle = max(d, 0) }) }
-
-// WithPollInterval sets how often the source is re-read without a change
-// notification (default [DefaultPollInterval]; 0 disables polling).
-func WithPollInterval(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.poll = max(d, 0) })
-}
-
-// WithInitialWait makes New retry the first load for up to d (for a Secret that is
-// not created yet) instead of failing at once.
-func WithInitialWait(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.initialWait = max(d, 0) })
 }
 
 // WithJWKSMaxAge sets the Cache-Control max-age of [KeySet.JWKSHandler] (default

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/internal/testutil"
 )
 
@@ -33,7 +34,7 @@ func TestFollowsSourceAndExpires(t *testing.T) {
 	src := NewMemorySource(signing(a))
 	ks, err := New(context.Background(), src,
 		WithMaxTokenTTL(100*time.Millisecond), WithClockSkew(0), WithGracePeriod(time.Second),
-		WithLogger(slog.New(slog.NewTextHandler(logs, nil))), WithObserver(obs), WithSettle(0), WithPollInterval(0))
+		hotcert.WithLogger(slog.New(slog.NewTextHandler(logs, nil))), WithObserver(obs), hotcert.WithSettle(0), hotcert.WithPollInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestFollowsSourceAndExpires(t *testing.T) {
 func TestNoTokenRejectedDuringRotations(t *testing.T) {
 	keys := []*testKey{newKey(t, ES256, 0), newKey(t, EdDSA, 0), newKey(t, ES256, 1), newKey(t, EdDSA, 1)}
 	src := NewMemorySource(signing(keys[0]))
-	ks, err := New(context.Background(), src, WithMaxTokenTTL(time.Minute), WithClockSkew(time.Second), WithSettle(0), WithPollInterval(0))
+	ks, err := New(context.Background(), src, WithMaxTokenTTL(time.Minute), WithClockSkew(time.Second), hotcert.WithSettle(0), hotcert.WithPollInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}

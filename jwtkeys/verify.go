@@ -78,10 +78,10 @@ func (ks *KeySet) Verify(token string) (*jwt.RegisteredClaims, error) {
 func (ks *KeySet) VerifyClaims(token string, claims jwt.Claims) (keyID string, err error) {
 	keyID, err = ks.verify(token, claims)
 	if err != nil {
-		ks.cfg.observer.ObserveVerify(ks.cfg.component, ReasonOf(err))
+		ks.cfg.observer.ObserveVerify(ks.cfg.reload.Component, ReasonOf(err))
 		return "", err
 	}
-	ks.cfg.observer.ObserveVerify(ks.cfg.component, "")
+	ks.cfg.observer.ObserveVerify(ks.cfg.reload.Component, "")
 	return keyID, nil
 }
 

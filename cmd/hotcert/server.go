@@ -187,8 +187,8 @@ func serverKeySet(ctx context.Context, f *serverFlags, reg *prometheus.Registry,
 	}
 	opts := []jwtkeys.Option{
 		jwtkeys.WithMaxTokenTTL(f.jwtMaxTTL), jwtkeys.WithClockSkew(f.jwtClockSkew),
-		jwtkeys.WithLogger(log), jwtkeys.WithObserver(rec),
-		jwtkeys.WithPollInterval(f.pollInterval), jwtkeys.WithSettle(f.settle),
+		hotcert.WithLogger(log), jwtkeys.WithObserver(rec),
+		hotcert.WithPollInterval(f.pollInterval), hotcert.WithSettle(f.settle),
 	}
 	if f.jwtGrace > 0 {
 		opts = append(opts, jwtkeys.WithGracePeriod(f.jwtGrace))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/jwtkeys"
 )
 
@@ -70,7 +71,7 @@ and expiry, never the token.`,
 			if src == nil {
 				return errors.New("give the signing keys: --jwt-key-dir")
 			}
-			opts := []jwtkeys.Option{jwtkeys.WithMaxTokenTTL(f.ttl), jwtkeys.WithLogger(log)}
+			opts := []jwtkeys.Option{jwtkeys.WithMaxTokenTTL(f.ttl), hotcert.WithLogger(log)}
 			if f.issuer != "" {
 				opts = append(opts, jwtkeys.WithIssuer(f.issuer))
 			}

@@ -63,8 +63,8 @@ func newFixture(t *testing.T, payload map[string][]byte) *fixture {
 func (f *fixture) start(t *testing.T, src jwtkeys.Source, opts ...jwtkeys.Option) {
 	t.Helper()
 	ks, err := jwtkeys.New(context.Background(), src, append([]jwtkeys.Option{
-		jwtkeys.WithLogger(slog.New(slog.NewTextHandler(f.logs, nil))),
-		jwtkeys.WithSettle(50 * time.Millisecond), jwtkeys.WithPollInterval(0),
+		hotcert.WithLogger(slog.New(slog.NewTextHandler(f.logs, nil))),
+		hotcert.WithSettle(50 * time.Millisecond), hotcert.WithPollInterval(0),
 	}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +173,7 @@ func TestNonAtomicWriterSettles(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &fixture{dir: dir, logs: &testutil.LogBuffer{}, keys: [][]byte{a.private, b.private}}
-	f.start(t, f.source(t), jwtkeys.WithSettle(time.Second))
+	f.start(t, f.source(t), hotcert.WithSettle(time.Second))
 	if err := hotcerttest.WriteFileNonAtomic(p, b.private); err != nil {
 		t.Fatal(err)
 	}

@@ -68,7 +68,7 @@ func startControlPlane(t *testing.T, opts ...jwtgrpc.Option) *controlPlane {
 	cp := &controlPlane{ca: hotcerttest.MustNewCA(), clock: &clock{t: time.Now()}, health: health.NewServer()}
 	cp.src = jwtkeys.NewMemorySource(keyContent(t, jwtkeys.ES256))
 	ks, err := jwtkeys.New(context.Background(), cp.src, jwtkeys.WithClock(cp.clock.Now), jwtkeys.WithMaxTokenTTL(ttl),
-		jwtkeys.WithClockSkew(skew), jwtkeys.WithGracePeriod(grace), jwtkeys.WithAudience("control-plane"), jwtkeys.WithSettle(0))
+		jwtkeys.WithClockSkew(skew), jwtkeys.WithGracePeriod(grace), jwtkeys.WithAudience("control-plane"), hotcert.WithSettle(0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,8 +56,8 @@ func genKey(t *testing.T, alg string) (priv, pub []byte, kid string) {
 func startKeySet(t *testing.T, src jwtkeys.Source, logs *testutil.LogBuffer, opts ...jwtkeys.Option) *jwtkeys.KeySet {
 	t.Helper()
 	ctx := ctxFor(t)
-	opts = append([]jwtkeys.Option{jwtkeys.WithSettle(0), jwtkeys.WithPollInterval(0),
-		jwtkeys.WithLogger(slog.New(slog.NewTextHandler(logs, nil)))}, opts...)
+	opts = append([]jwtkeys.Option{hotcert.WithSettle(0), hotcert.WithPollInterval(0),
+		hotcert.WithLogger(slog.New(slog.NewTextHandler(logs, nil)))}, opts...)
 	ks, err := jwtkeys.New(ctx, src, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -233,7 +233,7 @@ func TestSecretCreatedAfterStart(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		_, _ = env.Clientset().CoreV1().Secrets(ns).Create(ctx, secret(map[string][]byte{"signing.key": a}), metav1.CreateOptions{})
 	}()
-	ks := startKeySet(t, jwtkube.NewSecret(env.Clientset(), ns, secretName), &testutil.LogBuffer{}, jwtkeys.WithInitialWait(30*time.Second))
+	ks := startKeySet(t, jwtkube.NewSecret(env.Clientset(), ns, secretName), &testutil.LogBuffer{}, hotcert.WithInitialWait(30*time.Second))
 	if ks.SigningKeyID() != kidA {
 		t.Fatalf("signing kid %s, want %s", ks.SigningKeyID(), kidA)
 	}

@@ -34,7 +34,7 @@ func TestCountsOncePerChange(t *testing.T) {
 	}
 	a, b := content(t, jwtkeys.ES256), content(t, jwtkeys.EdDSA)
 	src := jwtkeys.NewMemorySource(a)
-	ks, err := jwtkeys.New(context.Background(), src, jwtkeys.WithObserver(rec), jwtkeys.WithComponent("agent_tokens"), jwtkeys.WithSettle(0))
+	ks, err := jwtkeys.New(context.Background(), src, jwtkeys.WithObserver(rec), hotcert.WithComponent("agent_tokens"), hotcert.WithSettle(0))
 	if err != nil {
 		t.Fatal(err)
 	}

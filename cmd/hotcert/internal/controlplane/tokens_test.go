@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/agent"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
@@ -80,7 +81,7 @@ func newKeySet(t *testing.T, dir string) *jwtkeys.KeySet {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ks, err := jwtkeys.New(ctx, src, jwtkeys.WithMaxTokenTTL(tokenTTL), jwtkeys.WithClockSkew(time.Second),
-		jwtkeys.WithSettle(50*time.Millisecond), jwtkeys.WithPollInterval(100*time.Millisecond))
+		hotcert.WithSettle(50*time.Millisecond), hotcert.WithPollInterval(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

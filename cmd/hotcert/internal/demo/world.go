@@ -176,8 +176,8 @@ func (w *world) startReplica(ctx context.Context, name string, leaf *hotcerttest
 		return fmt.Errorf("demo: %w", err)
 	}
 	r.keys, err = jwtkeys.New(ctx, keySrc, jwtkeys.WithMaxTokenTTL(tokenTTL), jwtkeys.WithClockSkew(tokenClockSkew),
-		jwtkeys.WithGracePeriod(tokenGrace), jwtkeys.WithSettle(100*time.Millisecond), jwtkeys.WithPollInterval(time.Second),
-		jwtkeys.WithLogger(w.log.With("replica", name)), jwtkeys.WithObserver(rec))
+		jwtkeys.WithGracePeriod(tokenGrace), hotcert.WithSettle(100*time.Millisecond), hotcert.WithPollInterval(time.Second),
+		hotcert.WithLogger(w.log.With("replica", name)), jwtkeys.WithObserver(rec))
 	if err != nil {
 		return fmt.Errorf("demo: %s's agent-token keys: %w", name, err)
 	}
