@@ -2,12 +2,15 @@ package hotcert_test
 
 import (
 	"context"
+	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/source/file"
 )
 
 // BenchmarkCurrent compares a snapshot read on the handshake path with a bare
@@ -46,4 +49,64 @@ func BenchmarkCurrent(b *testing.B) {
 	b.ReportMetric(float64(tBare.Nanoseconds())/n, "bare-ns/load")
 	b.ReportMetric(float64(tHot.Nanoseconds())/n, "hotcert-ns/load")
 	b.ReportMetric(float64(tHot)/float64(tBare), "ratio")
+}
+
+// BenchmarkNonAtomicWriteToServe measures a writer that rewrites files in place
+// (truncate, then two writes), one after the other: the certificate, then the key
+// 5 ms later. It reports the time from
+// the key write (the last write) to the Reloader's store holding the new pair, with
+// default settle and poll settings, as min, median and p99 in milliseconds over b.N
+// rotations (goal on an idle machine: p99 ≤ 50 ms; run with -benchtime=50x or more).
+func BenchmarkNonAtomicWriteToServe(b *testing.B) {
+	dir := b.TempDir()
+	crt, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	ca := hotcerttest.MustNewCA()
+	leaves := []*hotcerttest.Leaf{ca.MustIssue(), ca.MustIssue()}
+	write := func(path string, data []byte) {
+		if err := hotcerttest.WriteFileNonAtomic(path, data); err != nil {
+			b.Fatal(err)
+		}
+	}
+	write(crt, leaves[0].ChainPEM)
+	write(key, leaves[0].KeyPEM)
+	src, err := file.New(file.WithKeyPair(crt, key))
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := hotcert.New(context.Background(), src) // default settle and poll
+	if err != nil {
+		b.Fatal(err)
+	}
+	go r.Start(context.Background())
+	defer r.Close()
+
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		next := leaves[(i+1)%2]
+		want := hotcert.FingerprintOf(next.Cert)
+		write(crt, next.ChainPEM)
+		time.Sleep(5 * time.Millisecond)
+		write(key, next.KeyPEM)
+		wrote := time.Now()
+		deadline := wrote.Add(10 * time.Second)
+		for r.Current().LeafFingerprint() != want {
+			if time.Now().After(deadline) {
+				b.Fatalf("rotation %d not served within 10 s", i)
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+		lat = append(lat, time.Since(wrote))
+	}
+	b.StopTimer()
+	reportLatencies(b, lat)
+}
+
+// reportLatencies reports min, median and p99 of lat in milliseconds.
+func reportLatencies(b *testing.B, lat []time.Duration) {
+	slices.Sort(lat)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(lat[0]), "min-ms")
+	b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
+	b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
 }

@@ -3,6 +3,7 @@ package hotcert
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Reason classifies why content was rejected. It is stable and safe to use as a
@@ -41,6 +42,8 @@ type Error struct {
 	Detail string
 	// Err is the underlying error, if any.
 	Err error
+
+	validFrom time.Time // ReasonNotYetValid: when the refused content may become valid
 }
 
 func (e *Error) Error() string {
@@ -65,6 +68,19 @@ func ReasonOf(err error) Reason {
 		return e.Reason
 	}
 	return ReasonRead
+}
+
+// ValidFrom returns when content that [Validate] refused with err becomes valid by
+// the clock alone: for a [ReasonNotYetValid] refusal, the earliest NotBefore of
+// its chain that is still in the future (once the clock passes it, the content is
+// validated again and may be accepted, or refused for the next one). For any other
+// error, or nil, it returns the zero time: only new content changes the answer.
+func ValidFrom(err error) time.Time {
+	var e *Error
+	if errors.As(err, &e) && e.Reason == ReasonNotYetValid {
+		return e.validFrom
+	}
+	return time.Time{}
 }
 
 func newError(input string, reason Reason, err error, format string, args ...any) *Error {

@@ -49,8 +49,10 @@ func New(ctx context.Context, src Source, opts ...Option) (*Reloader, error) {
 			r.cfg.logger.Warn("TLS source watch failed; relying on polling until it restarts",
 				append(r.attrs("listener"), "source", src.String(), "error", err.Error(), "retry_in", retryIn.String())...)
 		},
-		Settle: cfg.settle,
-		Poll:   cfg.poll,
+		Settle:  cfg.settle,
+		Poll:    cfg.poll,
+		ValidAt: ValidFrom,
+		Now:     validationClock(cfg.validateOpts),
 	})
 	m, err := r.engine.Initial(ctx, cfg.initialWait)
 	if err != nil {
@@ -125,7 +127,12 @@ func (r *Reloader) publish(m *Material) {
 }
 
 func (r *Reloader) failed(err error) {
-	r.cfg.logger.Error(r.cfg.msgFailed, append(r.attrs("listener"), "source", r.src.String(), "reason", string(ReasonOf(err)), "error", err.Error())...)
+	a := append(r.attrs("listener"), "source", r.src.String(), "reason", string(ReasonOf(err)), "error", err.Error())
+	if at := ValidFrom(err); !at.IsZero() {
+		// Not a final refusal: say when the content is looked at again.
+		a = append(a, "recheck_at", at.UTC().Format(time.RFC3339))
+	}
+	r.cfg.logger.Error(r.cfg.msgFailed, a...)
 	r.cfg.observer.ObserveFailure(r.cfg.component, err)
 }
 

@@ -315,3 +315,103 @@ func TestCurrentDoesNotAllocate(t *testing.T) {
 	}
 	_ = sink
 }
+
+// fakeClock is a validation clock a test moves by hand.
+type fakeClock struct{ at atomic.Int64 }
+
+func newFakeClock(t time.Time) *fakeClock {
+	c := &fakeClock{}
+	c.at.Store(t.UnixNano())
+	return c
+}
+
+func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.at.Load()) }
+func (c *fakeClock) Advance(d time.Duration) { c.at.Add(int64(d)) }
+
+// TestNotYetValidRenewalIsAdoptedOnceValid: a renewal that lands before its
+// NotBefore is refused (once: one line, one count), but the refusal is not final:
+// once the clock passes NotBefore, an explicit Reload, a change event and a poll
+// each validate it again, and the renewal is served.
+func TestNotYetValidRenewalIsAdoptedOnceValid(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	start := time.Now().Truncate(time.Second)
+	old := ca.MustIssue(hotcerttest.WithValidity(start.Add(-time.Hour), start.Add(24*time.Hour)))
+	renewal := ca.MustIssue(hotcerttest.WithValidity(start.Add(3*time.Second), start.Add(48*time.Hour)))
+
+	for _, how := range []string{"Reload", "event", "poll"} {
+		t.Run(how, func(t *testing.T) {
+			clock := newFakeClock(start)
+			opts := []hotcert.Option{hotcert.WithSettle(0), hotcert.WithValidation(hotcert.WithClock(clock.Now))}
+			if how == "poll" {
+				opts = append(opts, hotcert.WithPollInterval(5*time.Millisecond))
+			}
+			h := startReloader(t, identity(old), opts...)
+			h.src.Set(identity(renewal), nil)
+			testutil.WaitFor(t, "the refusal to be reported", func() bool { return len(h.obs.Failures()) == 1 })
+			if got := hotcert.ReasonOf(h.obs.Failures()[0]); got != hotcert.ReasonNotYetValid {
+				t.Fatalf("refused as %s, want not_yet_valid", got)
+			}
+			if at := hotcert.ValidFrom(h.obs.Failures()[0]); !at.Equal(renewal.Cert.NotBefore) {
+				t.Fatalf("ValidFrom %v, want the renewal's NotBefore %v", at, renewal.Cert.NotBefore)
+			}
+			// Still too early: seen again, still refused, not counted or logged again.
+			if err := h.r.Reload(context.Background()); hotcert.ReasonOf(err) != hotcert.ReasonNotYetValid {
+				t.Fatalf("Reload before NotBefore = %v", err)
+			}
+
+			clock.Advance(3 * time.Second) // NotBefore reached
+			switch how {
+			case "Reload":
+				if err := h.r.Reload(context.Background()); err != nil {
+					t.Fatalf("Reload after NotBefore = %v, want the renewal accepted", err)
+				}
+			case "event":
+				h.src.Set(identity(renewal), nil) // the same bytes, seen again (a resync, an unrelated event)
+			}
+			testutil.WaitFor(t, "the renewal to be served", func() bool { return serial(h.r.Current()) == renewal.Cert.SerialNumber.String() })
+			if f, n := len(h.obs.Failures()), h.logs.Count("TLS certificate reload failed"); f != 1 || n != 1 {
+				t.Fatalf("refusal counted %d times, logged %d times; want once each", f, n)
+			}
+			if !strings.Contains(h.logs.String(), "recheck_at=") {
+				t.Errorf("the refusal line does not say when it is looked at again:\n%s", h.logs)
+			}
+			if h.r.Status().LastError != nil {
+				t.Errorf("status still failing after the renewal was served")
+			}
+		})
+	}
+}
+
+// TestNotYetValidRenewalIsRecheckedAtNotBefore: with no event, no poll and no
+// Reload, the reloader itself looks again at the refused renewal's NotBefore.
+func TestNotYetValidRenewalIsRecheckedAtNotBefore(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	now := time.Now()
+	old := ca.MustIssue()
+	// Certificate times have one-second resolution: NotBefore is 1 to 2 s ahead.
+	notBefore := now.Truncate(time.Second).Add(2 * time.Second)
+	renewal := ca.MustIssue(hotcerttest.WithValidity(notBefore, now.Add(48*time.Hour)))
+	h := startReloader(t, identity(old), hotcert.WithSettle(0)) // polling is off
+	h.src.Set(identity(renewal), nil)
+	testutil.WaitFor(t, "the refusal to be reported", func() bool { return len(h.obs.Failures()) == 1 })
+	reads := h.src.reads.Load()
+	testutil.WaitFor(t, "the renewal to be served", func() bool { return serial(h.r.Current()) == renewal.Cert.SerialNumber.String() })
+	if time.Now().Before(notBefore) {
+		t.Fatal("served before its NotBefore")
+	}
+	if got := h.src.reads.Load() - reads; got > 3 {
+		t.Errorf("%d re-reads while waiting for NotBefore; want one at NotBefore (no busy loop)", got)
+	}
+	if f := len(h.obs.Failures()); f != 1 {
+		t.Fatalf("%d failures, want 1", f)
+	}
+}
+
+// TestWithClockNilIsTheWallClock: a nil clock is time.Now, not a panic.
+func TestReloaderWithClockNil(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	h := startReloader(t, identity(ca.MustIssue()), hotcert.WithValidation(hotcert.WithClock(nil)))
+	next := ca.MustIssue()
+	h.src.Set(identity(next), nil)
+	testutil.WaitFor(t, "next served", func() bool { return serial(h.r.Current()) == next.Cert.SerialNumber.String() })
+}

@@ -166,6 +166,35 @@ func Validate(c Content, opts ...ValidateOption) (*Material, error) {
 	return m, nil
 }
 
+// chainPosition names certificate i of a chain for an error message.
+func chainPosition(i int) string {
+	if i == 0 {
+		return "leaf certificate"
+	}
+	return fmt.Sprintf("chain certificate %d", i+1)
+}
+
+// earliestNotBefore returns the earliest NotBefore of chain after now: the first
+// moment a not-yet-valid refusal of it may change.
+func earliestNotBefore(chain []*x509.Certificate, now time.Time) time.Time {
+	var at time.Time
+	for _, crt := range chain {
+		if now.Before(crt.NotBefore) && (at.IsZero() || crt.NotBefore.Before(at)) {
+			at = crt.NotBefore
+		}
+	}
+	return at
+}
+
+// validationClock returns the clock opts validate against.
+func validationClock(opts []ValidateOption) func() time.Time {
+	cfg := validateConfig{now: time.Now}
+	for _, o := range opts {
+		o.applyValidate(&cfg)
+	}
+	return cfg.now
+}
+
 func sourceName(c Content) string {
 	if c.Source != "" {
 		return c.Source
@@ -189,16 +218,18 @@ func (m *Material) loadIdentity(c Content, cfg *validateConfig, now time.Time) e
 	for _, crt := range chain {
 		cert.Certificate = append(cert.Certificate, crt.Raw)
 	}
+	// An expired certificate is a final refusal; one not valid yet may be accepted
+	// later, so expiry is checked first.
 	for i, crt := range chain {
-		what := "leaf certificate"
-		if i > 0 {
-			what = fmt.Sprintf("chain certificate %d", i+1)
-		}
 		if now.After(crt.NotAfter) {
-			return newError(c.Cert.Name, ReasonExpired, nil, "%s (%s) expired at %s", what, describe(crt), crt.NotAfter.UTC().Format(time.RFC3339))
+			return newError(c.Cert.Name, ReasonExpired, nil, "%s (%s) expired at %s", chainPosition(i), describe(crt), crt.NotAfter.UTC().Format(time.RFC3339))
 		}
+	}
+	for i, crt := range chain {
 		if now.Before(crt.NotBefore) {
-			return newError(c.Cert.Name, ReasonNotYetValid, nil, "%s (%s) is not valid before %s", what, describe(crt), crt.NotBefore.UTC().Format(time.RFC3339))
+			e := newError(c.Cert.Name, ReasonNotYetValid, nil, "%s (%s) is not valid before %s", chainPosition(i), describe(crt), crt.NotBefore.UTC().Format(time.RFC3339))
+			e.validFrom = earliestNotBefore(chain, now)
+			return e
 		}
 	}
 	leaf := chain[0]

@@ -42,11 +42,23 @@ type Spec[C, T any] struct {
 	Settle time.Duration
 	// Poll is the interval of re-reads without notifications (0: none).
 	Poll time.Duration
+	// ValidAt, if set, tells when content refused with err may be accepted by the
+	// passage of time alone (a certificate not valid yet: its NotBefore), or the
+	// zero time when only new content can change the answer. Such a refusal is
+	// never cached as final: it is reported once, the content is checked again at
+	// that time, and every re-read validates it again.
+	ValidAt func(err error) time.Time
+	// Now is the clock ValidAt's times are on (the validation clock; default
+	// time.Now).
+	Now func() time.Time
 }
 
 const (
 	firstRetry    = 25 * time.Millisecond
 	maxWatchRetry = 30 * time.Second
+	// recheckSlack is added to the wait for a ValidAt time, so that a timer that
+	// fires a little early does not find the content still refused.
+	recheckSlack = time.Millisecond
 )
 
 // Engine runs a Spec over a Source.
@@ -62,8 +74,9 @@ type Engine[C, T any] struct {
 
 	mu          sync.Mutex // serialises checks and guards the fields below
 	pendingAt   time.Time  // when failing content was first seen; zero when none pends
+	pendingKey  [32]byte   // the failing content last seen while pending
 	retryDelay  time.Duration
-	retryIn     time.Duration // >0: check again after this long (settle window)
+	retryIn     time.Duration // >0: check again after this long (settle window, ValidAt)
 	reported    bool          // lastFailKey has been reported
 	lastFailKey [32]byte
 	lastErr     error
@@ -71,8 +84,22 @@ type Engine[C, T any] struct {
 	failures    uint64
 }
 
+// Why a check runs. News (an explicit Check, a change notification) resets the
+// settle backoff; a re-read of the same content without news is paced by it.
+type cause int
+
+const (
+	causeCheck cause = iota // an explicit Check (Reloader.Reload): always validates
+	causeEvent              // a change notification or a restarted watch
+	causePoll               // a poll tick
+	causeRetry              // the settle or ValidAt timer
+)
+
 // New returns an engine; nothing runs until Run.
 func New[C, T any](src Source[C], spec Spec[C, T]) *Engine[C, T] {
+	if spec.Now == nil {
+		spec.Now = time.Now
+	}
 	return &Engine[C, T]{spec: spec, src: src, kick: make(chan struct{}, 1), closing: make(chan struct{}), stopped: make(chan struct{})}
 }
 
@@ -160,14 +187,18 @@ func (e *Engine[C, T]) Run(ctx context.Context) error {
 	defer retry.Stop()
 
 	for {
+		var why cause
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-e.kick:
+			why = causeEvent
 		case <-tick:
+			why = causePoll
 		case <-retry.C:
+			why = causeRetry
 		}
-		_ = e.Check(ctx)
+		_ = e.check(ctx, why)
 		e.mu.Lock()
 		in := e.retryIn
 		e.mu.Unlock()
@@ -212,8 +243,12 @@ func (e *Engine[C, T]) Close() {
 }
 
 // Check re-reads the source now and publishes or rejects the result. It returns nil
-// when the value in use matches the source's current content, else the error.
-func (e *Engine[C, T]) Check(ctx context.Context) error {
+// when the value in use matches the source's current content, else the error. Check
+// always validates what it reads, even content already reported as bad (a refusal
+// may depend on the clock); it reports bad content only once.
+func (e *Engine[C, T]) Check(ctx context.Context) error { return e.check(ctx, causeCheck) }
+
+func (e *Engine[C, T]) check(ctx context.Context, why cause) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.retryIn = 0
@@ -234,7 +269,10 @@ func (e *Engine[C, T]) Check(ctx context.Context) error {
 		e.pendingAt, e.reported, e.lastErr = time.Time{}, false, nil
 		return nil
 	}
-	if e.reported && key == e.lastFailKey {
+	seen := e.reported && key == e.lastFailKey
+	if seen && why != causeCheck && e.validAt(e.lastErr).IsZero() {
+		// Reported, and only new content can change the answer: no need to
+		// validate it again on every poll or unrelated event.
 		return e.lastErr
 	}
 	var v T
@@ -246,11 +284,25 @@ func (e *Engine[C, T]) Check(ctx context.Context) error {
 		e.spec.Publish(v)
 		return nil
 	}
+	if seen {
+		// Reported already (once per distinct content): keep the answer current
+		// and, if time may change it, look again then.
+		e.lastErr = err
+		e.scheduleRecheck(err)
+		return err
+	}
 
 	now := time.Now()
-	if e.pendingAt.IsZero() {
-		e.pendingAt, e.retryDelay = now, firstRetry
+	if e.pendingAt.IsZero() || why == causeCheck || why == causeEvent || key != e.pendingKey {
+		// News: look again soon. Only re-reads of the same content without news
+		// back off, so a write that is reported late, or merged with the one
+		// before, never waits for a long backoff.
+		e.retryDelay = firstRetry
 	}
+	if e.pendingAt.IsZero() {
+		e.pendingAt = now
+	}
+	e.pendingKey = key
 	if waited := now.Sub(e.pendingAt); waited < e.spec.Settle {
 		// Maybe mid-write (certificate written, key not yet): look again soon, and
 		// once more at the end of the window, before calling it a failure.
@@ -262,5 +314,24 @@ func (e *Engine[C, T]) Check(ctx context.Context) error {
 	e.reported, e.lastFailKey, e.lastErr, e.lastErrAt = true, key, err, now
 	e.failures++
 	e.spec.Failed(err)
+	e.scheduleRecheck(err)
 	return err
+}
+
+// validAt returns when a refusal with err may turn into acceptance by the clock
+// alone, or the zero time.
+func (e *Engine[C, T]) validAt(err error) time.Time {
+	if err == nil || e.spec.ValidAt == nil {
+		return time.Time{}
+	}
+	return e.spec.ValidAt(err)
+}
+
+// scheduleRecheck makes Run check again when the clock may change err's answer.
+func (e *Engine[C, T]) scheduleRecheck(err error) {
+	at := e.validAt(err)
+	if at.IsZero() {
+		return
+	}
+	e.retryIn = max(at.Sub(e.spec.Now()), 0) + recheckSlack
 }
