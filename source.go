@@ -43,18 +43,36 @@ func (c *composite) Read(ctx context.Context) (Content, error) {
 	return Content{Cert: id.Cert, Key: id.Key, CA: tr.CA, Source: c.String()}, nil
 }
 
+// Watch watches both sides. When one side's watch fails (or ends before ctx), the
+// other is stopped too and Watch returns that side's error: the Reloader logs it
+// and restarts both after a backoff (polling covers the gap), as it does for any
+// source. One side never keeps watching alone with the other's failure unseen.
 func (c *composite) Watch(ctx context.Context, changed func()) error {
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for i, s := range []Source{c.identity, c.trust} {
+	parent := ctx
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	var (
+		wg     sync.WaitGroup
+		once   sync.Once
+		failed error
+	)
+	for _, s := range []Source{c.identity, c.trust} {
 		wg.Go(func() {
-			if err := s.Watch(ctx, changed); err != nil {
-				errs[i] = fmt.Errorf("hotcert: watching %s: %w", s, err)
+			err := s.Watch(ctx, changed)
+			if parent.Err() != nil {
+				return // shutting down
 			}
+			if err == nil {
+				err = errors.New("the watch ended on its own")
+			}
+			once.Do(func() {
+				failed = fmt.Errorf("hotcert: watching %s: %w", s, err)
+				cancel() // stop the other side
+			})
 		})
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return failed
 }
 
 func (c *composite) String() string {

@@ -16,8 +16,10 @@ type Provider interface {
 type Notifier interface {
 	// Subscribe calls fn(prev, next) after the current Material changes, on a
 	// goroutine of its own. Changes that happen while fn runs are coalesced: fn then
-	// sees the Material it last saw and the newest one. The returned function
-	// unsubscribes and waits for a running fn to return.
+	// sees the Material it last saw and the newest one. The first prev is the
+	// Material current when Subscribe was called: a change that races the
+	// subscription is delivered too. The returned function unsubscribes and waits
+	// for a running fn to return.
 	Subscribe(fn func(prev, next *Material)) (unsubscribe func())
 }
 
@@ -61,11 +63,19 @@ func (s *Store) Set(m *Material) *Material {
 func (s *Store) Subscribe(fn func(prev, next *Material)) func() {
 	sub := &subscription{kick: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
 	last := s.cur.Load()
+	if subscribeRaceHook != nil {
+		subscribeRaceHook()
+	}
 	s.mu.Lock()
 	if s.subs == nil {
 		s.subs = make(map[*subscription]struct{})
 	}
 	s.subs[sub] = struct{}{}
+	// A Set between reading last and registering woke every subscriber but this
+	// one: look once more, now that any later Set is sure to wake it.
+	if s.cur.Load() != last {
+		sub.wake()
+	}
 	s.mu.Unlock()
 
 	go func() {
@@ -93,6 +103,11 @@ func (s *Store) Subscribe(fn func(prev, next *Material)) func() {
 		})
 	}
 }
+
+// subscribeRaceHook, when set by a test, runs inside Subscribe between reading the
+// current Material and registering the subscription: the window a racing Set
+// falls into.
+var subscribeRaceHook func()
 
 type subscription struct {
 	kick    chan struct{}
