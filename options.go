@@ -43,15 +43,16 @@ type reloadOption func(*reload.Settings)
 func (f reloadOption) ApplyReload(t reload.Target) { f(t.ReloadSettings()) }
 
 func (f reloadOption) applyReloader(c *reloaderConfig) {
-	s := reload.Settings{Component: c.component, Logger: c.logger, LogAttrs: c.logAttrs,
+	s := reload.Settings{Component: c.component, ComponentKey: c.componentKey, Logger: c.logger, LogAttrs: c.logAttrs,
 		Settle: c.settle, Poll: c.poll, InitialWait: c.initialWait}
 	f(&s)
-	c.component, c.logger, c.logAttrs = s.Component, s.Logger, s.LogAttrs
+	c.component, c.componentKey, c.logger, c.logAttrs = s.Component, s.ComponentKey, s.Logger, s.LogAttrs
 	c.settle, c.poll, c.initialWait = s.Settle, s.Poll, s.InitialWait
 }
 
 type reloaderConfig struct {
 	component    string
+	componentKey string
 	logger       *slog.Logger
 	logAttrs     []any
 	msgLoaded    string

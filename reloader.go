@@ -47,7 +47,7 @@ func New(ctx context.Context, src Source, opts ...Option) (*Reloader, error) {
 		Failed:      r.failed,
 		WatchFailed: func(err error, retryIn time.Duration) {
 			r.cfg.logger.Warn("TLS source watch failed; relying on polling until it restarts",
-				append(r.attrs("listener"), "source", src.String(), "error", err.Error(), "retry_in", retryIn.String())...)
+				append(r.logAttrs(), "source", src.String(), "error", err.Error(), "retry_in", retryIn.String())...)
 		},
 		Settle:  cfg.settle,
 		Poll:    cfg.poll,
@@ -127,7 +127,7 @@ func (r *Reloader) publish(m *Material) {
 }
 
 func (r *Reloader) failed(err error) {
-	a := append(r.attrs("listener"), "source", r.src.String(), "reason", string(ReasonOf(err)), "error", err.Error())
+	a := append(r.logAttrs(), "source", r.src.String(), "reason", string(ReasonOf(err)), "error", err.Error())
 	if at := ValidFrom(err); !at.IsZero() {
 		// Not a final refusal: say when the content is looked at again.
 		a = append(a, "recheck_at", at.UTC().Format(time.RFC3339))
@@ -136,13 +136,9 @@ func (r *Reloader) failed(err error) {
 	r.cfg.observer.ObserveFailure(r.cfg.component, err)
 }
 
-func (r *Reloader) attrs(componentKey string) []any {
-	return append([]any{componentKey, r.cfg.component}, r.cfg.logAttrs...)
-}
-
 // materialAttrs describes m for a log line: identifying, public data only.
 func (r *Reloader) materialAttrs(m *Material) []any {
-	a := r.attrs("component")
+	a := r.logAttrs()
 	if leaf := m.Leaf(); leaf != nil {
 		a = append(a,
 			"serial", FormatSerial(leaf.SerialNumber),

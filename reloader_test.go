@@ -196,7 +196,7 @@ func TestReloaderReadErrorCountedOnce(t *testing.T) {
 	if f := len(h.obs.Failures()); f != 1 {
 		t.Fatalf("%d failures for one missing file", f)
 	}
-	if !strings.Contains(h.logs.String(), "/tls/tls.crt: does not exist") || !strings.Contains(h.logs.String(), "listener=test") {
+	if !strings.Contains(h.logs.String(), "/tls/tls.crt: does not exist") || !strings.Contains(h.logs.String(), "component=test") {
 		t.Fatalf("failure line lacks input or listener: %s", h.logs.String())
 	}
 	h.src.Set(identity(a), nil) // back to the content in use: not a reload, but clears the failure
@@ -414,4 +414,56 @@ func TestReloaderWithClockNil(t *testing.T) {
 	next := ca.MustIssue()
 	h.src.Set(identity(next), nil)
 	testutil.WaitFor(t, "next served", func() bool { return serial(h.r.Current()) == next.Cert.SerialNumber.String() })
+}
+
+// TestOneComponentKeyOnEveryLine: load, reload, failure and watch lines all name the
+// component under one key: "component" by default, the metrics' label name when
+// WithComponentLabel sets it.
+func TestOneComponentKeyOnEveryLine(t *testing.T) {
+	for _, key := range []string{"", "listener"} {
+		t.Run("key="+key, func(t *testing.T) {
+			ca := hotcerttest.MustNewCA()
+			a, b := ca.MustIssue(), ca.MustIssue()
+			id := &failingWatch{memSource: newMemSource(identity(a)), failures: 1}
+			logs := &testutil.LogBuffer{}
+			opts := []hotcert.Option{hotcert.WithComponent("agent_grpc"), hotcert.WithSettle(0), hotcert.WithPollInterval(0),
+				hotcert.WithLogger(slog.New(slog.NewTextHandler(logs, nil)))}
+			if key != "" {
+				opts = append(opts, hotcert.WithComponentLabel(key))
+			}
+			r, err := hotcert.New(context.Background(), id, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- r.Start(context.Background()) }()
+			defer func() { r.Close(); <-done }()
+			testutil.WaitFor(t, "the watch to restart", func() bool { return id.starts.Load() >= 2 })
+			bad := identity(b)
+			bad.Key.Data = a.KeyPEM
+			id.Set(bad, nil)
+			testutil.WaitFor(t, "the failure line", func() bool { return logs.Count("TLS certificate reload failed") == 1 })
+			id.Set(identity(b), nil)
+			testutil.WaitFor(t, "the reload line", func() bool { return logs.Count("TLS certificate reloaded") == 1 })
+
+			want := key
+			if want == "" {
+				want = "component"
+			}
+			lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+			if len(lines) != 4 {
+				t.Fatalf("%d lines, want load, watch failure, failure, reload:\n%s", len(lines), logs)
+			}
+			for _, line := range lines {
+				if !strings.Contains(line, " "+want+"=agent_grpc") {
+					t.Errorf("line lacks %s=agent_grpc: %s", want, line)
+				}
+				for _, other := range []string{"component", "listener"} {
+					if other != want && strings.Contains(line, " "+other+"=") {
+						t.Errorf("line names the component under a second key %q: %s", other, line)
+					}
+				}
+			}
+		})
+	}
 }

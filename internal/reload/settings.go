@@ -13,6 +13,9 @@ type Settings struct {
 	Component string
 	// Logger receives one line per real change and one per distinct failure.
 	Logger *slog.Logger
+	// ComponentKey names the log attribute that carries Component on every line
+	// (see Attrs; "" is "component").
+	ComponentKey string
 	// LogAttrs are added to every log line.
 	LogAttrs []any
 	// Settle is how long failing content is treated as "maybe mid-write".

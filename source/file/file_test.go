@@ -301,8 +301,8 @@ func TestBadInputKeepsLastGoodCountsOnceAndRecovers(t *testing.T) {
 				t.Fatalf("failures %d, failure lines %d; want 1 and 1\n%s", f.failures(), f.logs.Count("TLS certificate reload failed"), f.logs)
 			}
 			line := f.logs.String()
-			if !strings.Contains(line, "listener=agent_grpc") || !strings.Contains(line, f.certPath()) {
-				t.Errorf("failure line lacks listener or file paths:\n%s", line)
+			if !strings.Contains(line, "component=agent_grpc") || !strings.Contains(line, f.certPath()) {
+				t.Errorf("failure line lacks component or file paths:\n%s", line)
 			}
 			good := f.repair()
 			f.waitServing(good)
