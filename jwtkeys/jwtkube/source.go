@@ -19,8 +19,6 @@ package jwtkube
 
 import (
 	"context"
-	"log/slog"
-	"time"
 
 	"k8s.io/client-go/kubernetes"
 
@@ -30,8 +28,8 @@ import (
 
 // Source reads a key set from one Secret. Create it with [NewSecret].
 type Source struct {
-	inner *kube.Source
-	hmac  bool
+	keys *kube.Keys // the signing key or HMAC secrets, then the verification keys
+	hmac bool
 }
 
 var _ jwtkeys.Source = (*Source)(nil)
@@ -39,8 +37,7 @@ var _ jwtkeys.Source = (*Source)(nil)
 type options struct {
 	signingKey, verifyKey string
 	hmac                  bool
-	resync                time.Duration
-	logger                *slog.Logger
+	kube                  []kube.Option
 }
 
 // Option configures a [Source].
@@ -55,7 +52,8 @@ func (f optionFunc) apply(o *options) { f(o) }
 func WithSigningKeyKey(k string) Option { return optionFunc(func(o *options) { o.signingKey = k }) }
 
 // WithVerificationKeysKey sets the data key holding verification-only PEM public keys
-// (default "verify.pem"; the key may be absent from the Secret). "" ignores it.
+// (default "verify.pem"; the key may be absent from the Secret, or empty). "" ignores
+// it.
 func WithVerificationKeysKey(k string) Option {
 	return optionFunc(func(o *options) { o.verifyKey = k })
 }
@@ -66,45 +64,44 @@ func WithHMACSecretsKey(k string) Option {
 	return optionFunc(func(o *options) { o.signingKey, o.hmac = k, true })
 }
 
-// WithResync sets the informer resync period (default kube.DefaultResync).
-func WithResync(d time.Duration) Option { return optionFunc(func(o *options) { o.resync = d }) }
+// WithWatch passes options to the Secret's informer (package source/kube's
+// kube.WithResync and kube.WithLogger).
+func WithWatch(opts ...kube.Option) Option {
+	return optionFunc(func(o *options) { o.kube = append(o.kube, opts...) })
+}
 
-// WithLogger sets the logger for watch problems (default: discard).
-func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.logger = l }) }
-
-// NewSecret returns a source for the Secret namespace/name.
+// NewSecret returns a source for the Secret namespace/name. Reading and watching are
+// package source/kube's [kube.Keys], the mechanism under the TLS Secret source: a
+// watch that can no longer follow the Secret makes reads go to the API server, and
+// a failing read is reported by the KeySet once, as a bad key is.
 func NewSecret(client kubernetes.Interface, namespace, name string, opts ...Option) *Source {
-	o := options{signingKey: jwtkeys.SigningKeyName, verifyKey: jwtkeys.VerificationKeysName, resync: kube.DefaultResync}
+	o := options{signingKey: jwtkeys.SigningKeyName, verifyKey: jwtkeys.VerificationKeysName}
 	for _, opt := range opts {
 		opt.apply(&o)
 	}
-	// source/kube reads a required pair (certificate and key) and an optional bundle.
-	// Both halves of the pair name the one key that signs; the optional bundle is the
-	// verification list.
-	inner := kube.NewSecret(client, namespace, name,
-		kube.WithCertKey(o.signingKey), kube.WithPrivateKeyKey(o.signingKey), kube.WithCAKey(o.verifyKey),
-		kube.WithResync(o.resync), kube.WithLogger(o.logger))
-	return &Source{inner: inner, hmac: o.hmac}
+	keys := kube.NewSecretKeys(client, namespace, name,
+		[]kube.Key{{Name: o.signingKey}, {Name: o.verifyKey, Optional: true}}, o.kube...)
+	return &Source{keys: keys, hmac: o.hmac}
 }
 
-// Read implements jwtkeys.Source: from the informer's cache while Watch runs, with a
-// single GET otherwise.
+// Read implements jwtkeys.Source: from the informer's cache while Watch runs and
+// follows the Secret, with a GET otherwise.
 func (s *Source) Read(ctx context.Context) (jwtkeys.Content, error) {
-	c, err := s.inner.Read(ctx)
+	ins, err := s.keys.Read(ctx)
 	if err != nil {
 		return jwtkeys.Content{}, err
 	}
-	out := jwtkeys.Content{VerificationKeys: c.CA, Source: s.inner.String()}
+	out := jwtkeys.Content{VerificationKeys: ins[1], Source: s.keys.String()}
 	if s.hmac {
-		out.HMACSecrets = c.Cert
+		out.HMACSecrets = ins[0]
 	} else {
-		out.SigningKey = c.Cert
+		out.SigningKey = ins[0]
 	}
 	return out, nil
 }
 
 // Watch implements jwtkeys.Source: an informer on exactly this Secret.
-func (s *Source) Watch(ctx context.Context, changed func()) error { return s.inner.Watch(ctx, changed) }
+func (s *Source) Watch(ctx context.Context, changed func()) error { return s.keys.Watch(ctx, changed) }
 
 // String names the Secret, e.g. "Secret ns/agent-token-keys".
-func (s *Source) String() string { return s.inner.String() }
+func (s *Source) String() string { return s.keys.String() }

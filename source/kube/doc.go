@@ -17,7 +17,15 @@
 // do not touch the consumed keys cost one hash comparison in the Reloader: no reload,
 // no log line, no metric. A deleted object keeps the last good material serving (and
 // is reported once); a recreated one is loaded. When the watch breaks or the API server
-// restarts, the informer re-lists, so a change made in between is not lost.
+// restarts, the informer re-lists, so a change made in between is not lost. When it
+// cannot list or watch any more (access revoked, API server unreachable), reads stop
+// trusting the cache and GET the object: the reloader's poll then serves the current
+// data, or reports the refusal once (log line, failure metric, Status) while the last
+// good material keeps serving. An empty ca.crt in a Secret is no bundle (refused
+// only with hotcert.WithRequireTrust).
+//
+// [Keys] is the same mechanism for any data keys of one object: package
+// jwtkeys/jwtkube reads JWT keys from a Secret with it.
 //
 // Combine identity and trust from different objects with hotcert.Compose:
 //

@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,7 +88,7 @@ func (rn *running) waitServing(t *testing.T, l *hotcerttest.Leaf) {
 // waitSynced waits until the source's informer has synced (Reads come from its cache).
 func waitSynced(t *testing.T, s *Source) {
 	t.Helper()
-	testutil.WaitFor(t, "informer sync", func() bool { return s.store.Load() != nil })
+	testutil.WaitFor(t, "informer sync", func() bool { return s.keys.store.Load() != nil })
 }
 
 // serve runs a TLS server whose certificate comes from p on every handshake and
@@ -190,7 +193,7 @@ func TestOnlyItsObjectIsCached(t *testing.T) {
 	src := NewSecret(env.Clientset(), ns, "api-tls")
 	start(t, src)
 	waitSynced(t, src)
-	if n := src.cachedObjects(); n != 1 {
+	if n := src.keys.cachedObjects(); n != 1 {
 		t.Fatalf("the informer caches %d Secrets, want only its own", n)
 	}
 }
@@ -362,4 +365,152 @@ func TestAPIServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	rn.waitServing(t, b)
+}
+
+func TestEmptyOptionalCABundleIsNoBundle(t *testing.T) {
+	t.Parallel()
+	ctx, ns := ctxFor(t), env.NewNamespace(t)
+	cs := env.Clientset()
+	leaf := hotcerttest.MustNewCA().MustIssue()
+	// Older cert-manager releases, ACME issuers and some charts write an empty ca.crt.
+	if _, err := cs.CoreV1().Secrets(ns).Create(ctx, tlsSecret(ns, "api-tls", leaf, []byte{}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := hotcert.New(ctx, NewSecret(cs, ns, "api-tls"))
+	if err != nil {
+		t.Fatalf("a good key pair with an empty ca.crt was refused: %v", err)
+	}
+	if !r.Current().HasIdentity() || r.Current().HasTrust() {
+		t.Fatal("an empty ca.crt must read as no bundle")
+	}
+	r.Close()
+	// Unless trust is required.
+	_, err = hotcert.New(ctx, NewSecret(cs, ns, "api-tls"), hotcert.WithValidation(hotcert.WithRequireTrust()))
+	if hotcert.ReasonOf(err) != hotcert.ReasonIncomplete || !strings.Contains(err.Error(), "Secret "+ns+"/api-tls") {
+		t.Fatalf("with trust required: %v", err)
+	}
+	// A ConfigMap source exists for its bundle: there, empty is a bad bundle.
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent-ca"}, Data: map[string]string{"ca.crt": ""}}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hotcert.New(ctx, NewConfigMap(cs, ns, "agent-ca")); hotcert.ReasonOf(err) != hotcert.ReasonEmpty {
+		t.Fatalf("empty ConfigMap bundle: %v", err)
+	}
+}
+
+// cutter lets a test break a client's open watches, as a network failure or an API
+// server's load balancer does.
+type cutter struct {
+	mu     sync.Mutex
+	bodies []io.Closer
+}
+
+func (c *cutter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		if err == nil && req.URL.Query().Get("watch") == "true" {
+			c.mu.Lock()
+			c.bodies = append(c.bodies, resp.Body)
+			c.mu.Unlock()
+		}
+		return resp, err
+	})
+}
+
+func (c *cutter) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.bodies {
+		b.Close()
+	}
+	c.bodies = nil
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestLostWatchIsReportedAndPollsReachTheAPIServer revokes the reader's access and
+// breaks its watch. The cached certificate must not pass for current: a poll goes to
+// the API server, and the refusal is reported once (log line, failure count,
+// Status) while the last good certificate keeps serving. Access restored, the next
+// poll serves the renewal made in the meantime.
+func TestLostWatchIsReportedAndPollsReachTheAPIServer(t *testing.T) {
+	t.Parallel()
+	ctx, ns := ctxFor(t), env.NewNamespace(t)
+	secrets := env.Clientset().CoreV1().Secrets(ns)
+	rbac := env.Clientset().RbacV1().RoleBindings(ns)
+	ca := hotcerttest.MustNewCA()
+	a, b := ca.MustIssue(), ca.MustIssue()
+	if _, err := secrets.Create(ctx, tlsSecret(ns, "api-tls", a, nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	user := "tls-reader-" + ns
+	cfg := env.NewRestrictedConfig(t, user, []rbacv1.PolicyRule{{
+		APIGroups: []string{""}, Resources: []string{"secrets"},
+		ResourceNames: []string{"api-tls"}, Verbs: []string{"get", "list", "watch"},
+	}}, ns)
+	cut := &cutter{}
+	cfg.Wrap(cut.wrap)
+	restricted, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &testutil.LogBuffer{}
+	src := NewSecret(restricted, ns, "api-tls", WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	rn := start(t, src)
+	waitSynced(t, src)
+
+	binding, err := rbac.Get(ctx, "kubetest:"+user, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rbac.Delete(ctx, binding.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// An open watch outlives the revocation; the next one is refused.
+	testutil.WaitFor(t, "the informer to lose its watch", func() bool {
+		cut.cut()
+		return src.keys.broken.Load() != nil
+	})
+	// The renewal lands while the reader cannot see it.
+	if _, err := secrets.Update(ctx, tlsSecret(ns, "api-tls", b, nil), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "a poll to report the lost access", func() bool {
+		_ = rn.r.Reload(ctx) // what the poll ticker does
+		return len(rn.obs.Failures()) > 0
+	})
+	for range 3 {
+		_ = rn.r.Reload(ctx)
+	}
+	st := rn.r.Status()
+	if n := len(rn.obs.Failures()); n != 1 || rn.logs.Count("TLS certificate reload failed") != 1 {
+		t.Fatalf("failures %d, failure lines %d; want 1 and 1\n%s", n, rn.logs.Count("TLS certificate reload failed"), rn.logs)
+	}
+	if st.LastError == nil || !strings.Contains(st.LastError.Error(), "Secret "+ns+"/api-tls") || !strings.Contains(st.LastError.Error(), "forbidden") {
+		t.Fatalf("Status.LastError = %v, want the Secret and the refusal", st.LastError)
+	}
+	if hotcert.ReasonOf(st.LastError) != hotcert.ReasonRead {
+		t.Errorf("reason %s, want read", hotcert.ReasonOf(st.LastError))
+	}
+	rn.waitServing(t, a) // the last good certificate keeps serving
+	if !strings.Contains(logs.String(), "can no longer be listed or watched") {
+		t.Errorf("the source's logger did not say why:\n%s", logs)
+	}
+
+	binding.ResourceVersion = ""
+	if _, err := rbac.Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The next poll reads the renewal from the API server (the informer itself lists
+	// again after its backoff, up to 30 s).
+	testutil.WaitFor(t, "the renewal served", func() bool {
+		_ = rn.r.Reload(ctx)
+		return rn.r.Current().Leaf().SerialNumber.Cmp(b.Cert.SerialNumber) == 0
+	})
+	if err := rn.r.Status().LastError; err != nil {
+		t.Fatalf("status still failing after recovery: %v", err)
+	}
 }

@@ -1,0 +1,284 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/hotcert/hotcert"
+)
+
+type kind int
+
+const (
+	secretKind kind = iota
+	configMapKind
+)
+
+func (k kind) String() string {
+	if k == secretKind {
+		return "Secret"
+	}
+	return "ConfigMap"
+}
+
+// A Key is one data key of the object a [Keys] reader reads.
+type Key struct {
+	// Name is the data key. An empty Name leaves its input absent.
+	Name string
+	// Optional makes a key that is absent or empty read as an absent input instead
+	// of an error (a TLS Secret's ca.crt, a list of extra keys).
+	Optional bool
+}
+
+// Keys reads chosen data keys of one Secret or ConfigMap, whatever they hold, and
+// watches that one object: the mechanism under [Source] and under other content kept
+// in Secrets (JWT keys, package jwtkeys/jwtkube). Create it with [NewSecretKeys] or
+// [NewConfigMapKeys].
+//
+// Watch runs an informer restricted by a metadata.name field selector to the object,
+// so nothing else is cached and get/list/watch on that one name is all the RBAC it
+// needs. Read answers from the informer's cache while the informer lists and watches
+// successfully. When it cannot — access revoked, the API server unreachable — Read
+// goes to the API server with a GET instead of serving a cache that no longer
+// follows the object: a poll then either sees the object's current data or fails
+// with the reason, which the reloader logs and counts once and shows in its Status,
+// as it does for a file it cannot read. Before Watch has synced, Read GETs too.
+type Keys struct {
+	client          kubernetes.Interface
+	kind            kind
+	namespace, name string
+	keys            []Key
+	resync          time.Duration
+	logger          *slog.Logger
+
+	store  atomic.Pointer[cache.Store] // the informer's cache while Watch runs and has synced
+	broken atomic.Pointer[error]       // why the informer cannot list or watch; nil while it can
+}
+
+// NewSecretKeys returns a reader of keys of the Secret namespace/name.
+func NewSecretKeys(client kubernetes.Interface, namespace, name string, keys []Key, opts ...Option) *Keys {
+	return newKeys(client, secretKind, namespace, name, keys, opts)
+}
+
+// NewConfigMapKeys returns a reader of keys of the ConfigMap namespace/name; a key
+// may be in its data or its binaryData.
+func NewConfigMapKeys(client kubernetes.Interface, namespace, name string, keys []Key, opts ...Option) *Keys {
+	return newKeys(client, configMapKind, namespace, name, keys, opts)
+}
+
+func newKeys(client kubernetes.Interface, k kind, namespace, name string, keys []Key, opts []Option) *Keys {
+	c := defaults()
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	return newKeysOf(client, k, namespace, name, keys, c)
+}
+
+func newKeysOf(client kubernetes.Interface, k kind, namespace, name string, keys []Key, c config) *Keys {
+	return &Keys{client: client, kind: k, namespace: namespace, name: name, keys: slices.Clone(keys), resync: c.resync, logger: c.logger}
+}
+
+// String names the object, e.g. "Secret ns/api-tls".
+func (k *Keys) String() string { return fmt.Sprintf("%s %s/%s", k.kind, k.namespace, k.name) }
+
+// Read returns one input per key, in order, named like "Secret ns/api-tls key
+// tls.crt": absent for an empty Name and for an absent or empty optional key.
+// Errors are *hotcert.Error values naming the object or the key.
+func (k *Keys) Read(ctx context.Context) ([]hotcert.Input, error) {
+	obj, err := k.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	data := dataOf(obj)
+	ins := make([]hotcert.Input, len(k.keys))
+	for i, key := range k.keys {
+		if key.Name == "" {
+			continue
+		}
+		v, ok := data[key.Name]
+		name := fmt.Sprintf("%s key %s", k, key.Name)
+		switch {
+		case key.Optional && len(v) == 0:
+			continue // absent or empty: none (older cert-manager writes an empty ca.crt)
+		case !ok:
+			return nil, &hotcert.Error{Input: name, Reason: hotcert.ReasonMissing, Detail: "does not exist"}
+		}
+		ins[i] = hotcert.Input{Name: name, Data: v}
+	}
+	return ins, nil
+}
+
+// current returns the object from the cache while the informer follows it, and GETs
+// it otherwise.
+func (k *Keys) current(ctx context.Context) (runtime.Object, error) {
+	broken := k.broken.Load()
+	if st := k.store.Load(); st != nil && broken == nil {
+		obj, exists, err := (*st).GetByKey(k.namespace + "/" + k.name)
+		if err != nil {
+			return nil, &hotcert.Error{Input: k.String(), Reason: hotcert.ReasonRead, Detail: "cannot be read from the cache", Err: err}
+		}
+		if !exists {
+			return nil, k.notFound()
+		}
+		return obj.(runtime.Object), nil
+	}
+	var (
+		obj runtime.Object
+		err error
+	)
+	if k.kind == secretKind {
+		obj, err = k.client.CoreV1().Secrets(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
+	} else {
+		obj, err = k.client.CoreV1().ConfigMaps(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, k.notFound()
+	case err != nil && broken != nil:
+		return nil, &hotcert.Error{Input: k.String(), Reason: hotcert.ReasonRead, Detail: "can no longer be watched nor read", Err: err}
+	case err != nil:
+		return nil, &hotcert.Error{Input: k.String(), Reason: hotcert.ReasonRead, Detail: "cannot be read", Err: err}
+	}
+	return obj, nil
+}
+
+func (k *Keys) notFound() error {
+	return &hotcert.Error{Input: k.String(), Reason: hotcert.ReasonMissing, Detail: "does not exist"}
+}
+
+// dataOf returns the object's data; a ConfigMap's string data and binary data are merged.
+func dataOf(obj runtime.Object) map[string][]byte {
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		return o.Data
+	case *corev1.ConfigMap:
+		d := make(map[string][]byte, len(o.Data)+len(o.BinaryData))
+		for k, v := range o.BinaryData {
+			d[k] = v
+		}
+		for k, v := range o.Data {
+			d[k] = []byte(v)
+		}
+		return d
+	}
+	return nil
+}
+
+// Watch blocks until ctx is done, calling changed on every add, update and delete
+// of the object. It runs an informer on exactly this one object (field selector
+// metadata.name), which re-lists and re-watches by itself when the watch breaks.
+// Every list and watch call the informer makes tells Read whether the cache still
+// follows the object: a failing one makes Read go to the API server, a succeeding
+// one lets it use the cache again.
+func (k *Keys) Watch(ctx context.Context, changed func()) error {
+	selector := fields.OneTermEqualSelector("metadata.name", k.name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			var (
+				obj runtime.Object
+				err error
+			)
+			if k.kind == secretKind {
+				obj, err = k.client.CoreV1().Secrets(k.namespace).List(ctx, o)
+			} else {
+				obj, err = k.client.CoreV1().ConfigMaps(k.namespace).List(ctx, o)
+			}
+			k.followed(ctx, err, changed)
+			return obj, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			var (
+				w   watch.Interface
+				err error
+			)
+			if k.kind == secretKind {
+				w, err = k.client.CoreV1().Secrets(k.namespace).Watch(ctx, o)
+			} else {
+				w, err = k.client.CoreV1().ConfigMaps(k.namespace).Watch(ctx, o)
+			}
+			k.followed(ctx, err, changed)
+			return w, err
+		},
+	}
+	var example runtime.Object = &corev1.Secret{}
+	if k.kind == configMapKind {
+		example = &corev1.ConfigMap{}
+	}
+	inf := cache.NewSharedIndexInformer(lw, example, k.resync, cache.Indexers{})
+	if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
+		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return // routine: the informer re-lists or re-watches, and that call tells
+		}
+		k.followed(ctx, err, changed)
+	}); err != nil {
+		return fmt.Errorf("kube: %s: %w", k, err)
+	}
+	notify := func(any) { changed() }
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    notify,
+		UpdateFunc: func(_, _ any) { changed() },
+		DeleteFunc: notify,
+	}); err != nil {
+		return fmt.Errorf("kube: %s: %w", k, err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait() // the informer's goroutines end before Watch returns
+	wg.Go(func() { inf.RunWithContext(ctx) })
+	if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		st := inf.GetStore()
+		k.store.Store(&st)
+		changed() // the cache may know more than the GET that loaded the first content
+	}
+	<-ctx.Done()
+	k.store.Store(nil)
+	k.broken.Store(nil)
+	return nil
+}
+
+// followed records the outcome of one list or watch call (or a watch that ended
+// with err): whether the informer's cache still follows the object. A change of
+// state is logged once and answered with changed, so that the reloader re-reads —
+// from the API server while the cache is stale, from the cache once it follows again.
+func (k *Keys) followed(ctx context.Context, err error, changed func()) {
+	if ctx.Err() != nil {
+		return // shutting down
+	}
+	if err == nil {
+		if k.broken.Swap(nil) != nil {
+			k.logger.Info("watch of object restored", "object", k.String())
+			changed()
+		}
+		return
+	}
+	if k.broken.Swap(&err) == nil {
+		k.logger.Warn("object can no longer be listed or watched; reading it from the API server until it can",
+			"object", k.String(), "error", err.Error())
+		changed()
+	}
+}
+
+// cachedObjects returns how many objects the informer holds (for tests: exactly one).
+func (k *Keys) cachedObjects() int {
+	if st := k.store.Load(); st != nil {
+		return len((*st).ListKeys())
+	}
+	return 0
+}
