@@ -250,11 +250,7 @@ func (m *Material) loadIdentity(c Content, cfg *validateConfig, now time.Time) e
 		}
 	}
 	if roots != nil {
-		inter := x509.NewCertPool()
-		for _, crt := range chain[1:] {
-			inter.AddCert(crt)
-		}
-		_, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+		_, err := VerifyChain(chain, x509.VerifyOptions{Roots: roots, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
 		if err != nil {
 			return newError(c.Cert.Name, ReasonChain, err, "leaf certificate (%s) does not chain to %s", describe(leaf), rootsName)
 		}

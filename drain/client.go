@@ -16,8 +16,8 @@ import (
 func ReconnectOnChange(ctx context.Context, p hotcert.Notifier, window time.Duration, reconnect func()) {
 	changed := make(chan struct{}, 1)
 	unsub := p.Subscribe(func(prev, next *hotcert.Material) {
-		if prev.HasIdentity() && next.HasIdentity() && prev.LeafFingerprint() == next.LeafFingerprint() {
-			return
+		if prev.SameIdentity(next) {
+			return // only the trust bundle changed (a client without a certificate included)
 		}
 		select {
 		case changed <- struct{}{}:

@@ -25,6 +25,18 @@ func newConn(c net.Conn) *conn {
 	return &conn{Conn: c, closed: make(chan struct{}), drainCh: make(chan struct{})}
 }
 
+func (c *conn) servedIdentity() *hotcert.Material {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.identity
+}
+
+func (c *conn) peerChain() []*x509.Certificate {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.peer
+}
+
 // startDrain tells the connection's RPCs (see Draining) to wind down.
 func (c *conn) startDrain() { close(c.drainCh) }
 

@@ -57,14 +57,21 @@ func NewHTTPServer(opts ...Option) *HTTPServer {
 		o.apply(&cfg)
 	}
 	h := &HTTPServer{cfg: cfg, conns: map[net.Conn]*httpConn{}, timers: map[*time.Timer]struct{}{}}
-	if cfg.identity != nil {
-		h.unsubs = append(h.unsubs, cfg.identity.Subscribe(h.identityChanged))
-	}
-	if cfg.trust != nil {
-		h.unsubs = append(h.unsubs, cfg.trust.Subscribe(h.trustChanged))
-	}
+	p := &policy{cfg: &h.cfg, conns: h.targets, after: h.after,
+		drain: func(t target, prompt bool) bool { return h.markStale(t.(*httpConn), prompt) }}
+	h.unsubs = p.subscribe()
 	return h
 }
+
+func (hc *httpConn) servedIdentity() *hotcert.Material { return hc.identity }
+
+func (hc *httpConn) peerChain() []*x509.Certificate {
+	hc.mu.Lock()
+	defer hc.mu.Unlock()
+	return hc.peer
+}
+
+func (hc *httpConn) RemoteAddr() net.Addr { return hc.c.RemoteAddr() }
 
 // Wrap installs the hooks on srv (ConnContext, ConnState and the handler, keeping
 // those srv already has). Call it before srv serves.
@@ -185,61 +192,15 @@ func (h *HTTPServer) after(d time.Duration, f func()) {
 	h.timers[t] = struct{}{}
 }
 
-func (h *HTTPServer) snapshot() []*httpConn {
+// targets returns the open connections, for the policy.
+func (h *HTTPServer) targets() []target {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := make([]*httpConn, 0, len(h.conns))
+	out := make([]target, 0, len(h.conns))
 	for _, hc := range h.conns {
 		out = append(out, hc)
 	}
 	return out
-}
-
-func (h *HTTPServer) identityChanged(prev, next *hotcert.Material) {
-	if !next.HasIdentity() || (prev.HasIdentity() && prev.LeafFingerprint() == next.LeafFingerprint()) {
-		return
-	}
-	var old []*httpConn
-	for _, hc := range h.snapshot() {
-		if hc.identity != nil && hc.identity.LeafFingerprint() != next.LeafFingerprint() {
-			old = append(old, hc)
-		}
-	}
-	if len(old) == 0 {
-		return
-	}
-	h.cfg.metrics.drainStarted(h.cfg.component)
-	h.cfg.logger.Info("draining connections onto the new certificate",
-		"component", h.cfg.component, "connections", len(old), "window", h.cfg.window.String(), "sha256", next.LeafFingerprint().String())
-	for _, hc := range old {
-		h.after(time.Duration(h.cfg.randFloat64()*float64(h.cfg.window)), func() {
-			if h.markStale(hc, false) {
-				h.cfg.metrics.connDrained(h.cfg.component, "identity")
-			}
-		})
-	}
-}
-
-func (h *HTTPServer) trustChanged(_, next *hotcert.Material) {
-	pool := next.TrustPool()
-	if pool == nil {
-		return
-	}
-	now := time.Now()
-	for _, hc := range h.snapshot() {
-		hc.mu.Lock()
-		peer := hc.peer
-		hc.mu.Unlock()
-		if len(peer) == 0 {
-			continue
-		}
-		if err := verifyPeer(peer, pool, now); err != nil && h.markStale(hc, true) {
-			h.cfg.metrics.cut(h.cfg.component)
-			h.cfg.logger.Warn("closing connection: peer certificate no longer trusted",
-				"component", h.cfg.component, "remote", hc.c.RemoteAddr().String(),
-				"peer_subject", peer[0].Subject.String(), "peer_serial", peer[0].SerialNumber.Text(16), "reason", err.Error())
-		}
-	}
 }
 
 // Close stops following changes and cancels pending drains.

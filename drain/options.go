@@ -3,7 +3,6 @@ package drain
 import (
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/hotcert/hotcert"
@@ -28,22 +27,20 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
-	identity    Provider
-	window      time.Duration
-	trust       Provider
-	grace       time.Duration
-	logger      *slog.Logger
-	metrics     *Metrics
-	component   string
-	randFloat64 func() float64
+	identity  Provider
+	window    time.Duration
+	trust     Provider
+	grace     time.Duration
+	logger    *slog.Logger
+	metrics   *Metrics
+	component string
 }
 
 func defaultConfig() config {
 	return config{
-		grace:       DefaultGrace,
-		logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-		component:   "default",
-		randFloat64: rand.Float64,
+		grace:     DefaultGrace,
+		logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		component: "default",
 	}
 }
 
@@ -79,6 +76,3 @@ func WithMetrics(m *Metrics) Option { return optionFunc(func(c *config) { c.metr
 
 // WithComponent names the server in logs and metric labels (default "default").
 func WithComponent(name string) Option { return optionFunc(func(c *config) { c.component = name }) }
-
-// withRand injects the random source of drain offsets (tests).
-func withRand(f func() float64) Option { return optionFunc(func(c *config) { c.randFloat64 = f }) }

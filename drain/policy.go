@@ -2,95 +2,100 @@ package drain
 
 import (
 	"crypto/x509"
+	"math/rand/v2"
+	"net"
 	"time"
 
 	"github.com/hotcert/hotcert"
 )
 
+// target is one connection as the drain policy sees it. The gRPC [Server] and the
+// [HTTPServer] each track their own kind of connection; the policy is written once.
+type target interface {
+	// servedIdentity is the Material current when the connection's handshake
+	// began (nil when identity drains are off).
+	servedIdentity() *hotcert.Material
+	// peerChain is the peer's certificate chain, leaf first (nil without a client
+	// certificate).
+	peerChain() []*x509.Certificate
+	RemoteAddr() net.Addr
+}
+
+// policy decides which connections to drain when the material changes and when;
+// the server it belongs to says how a connection is drained.
+type policy struct {
+	cfg *config
+	// conns returns the open connections.
+	conns func() []target
+	// after runs f after d, unless the server stops first.
+	after func(d time.Duration, f func())
+	// drain asks t to reconnect: onto a new certificate (prompt false), or at once
+	// because its peer is no longer trusted (prompt true). It returns false when t
+	// is already being drained.
+	drain func(t target, prompt bool) bool
+}
+
+// subscribe follows the providers the options name; it returns the unsubscribers.
+func (p *policy) subscribe() []func() {
+	var unsubs []func()
+	if p.cfg.identity != nil {
+		unsubs = append(unsubs, p.cfg.identity.Subscribe(p.identityChanged))
+	}
+	if p.cfg.trust != nil {
+		unsubs = append(unsubs, p.cfg.trust.Subscribe(p.trustChanged))
+	}
+	return unsubs
+}
+
 // identityChanged schedules the drain of every connection established under a
 // certificate other than next's, at uniformly random offsets within the window.
-func (s *Server) identityChanged(prev, next *hotcert.Material) {
-	if !next.HasIdentity() || (prev.HasIdentity() && prev.LeafFingerprint() == next.LeafFingerprint()) {
+func (p *policy) identityChanged(prev, next *hotcert.Material) {
+	if !next.HasIdentity() || prev.SameIdentity(next) {
 		return // only the trust bundle changed
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return
-	}
-	var old []*conn
-	for c := range s.conns {
-		c.mu.Lock()
-		stale := c.identity != nil && c.identity.LeafFingerprint() != next.LeafFingerprint()
-		c.mu.Unlock()
-		if stale {
-			old = append(old, c)
+	var old []target
+	for _, t := range p.conns() {
+		if id := t.servedIdentity(); id != nil && !id.SameIdentity(next) {
+			old = append(old, t)
 		}
 	}
 	if len(old) == 0 {
 		return
 	}
-	s.cfg.metrics.drainStarted(s.cfg.component)
-	s.cfg.logger.Info("draining connections onto the new certificate",
-		"component", s.cfg.component, "connections", len(old), "window", s.cfg.window.String(),
-		"sha256", next.LeafFingerprint().String())
-	for _, c := range old {
-		delay := time.Duration(s.cfg.randFloat64() * float64(s.cfg.window))
-		var t *time.Timer
-		t = time.AfterFunc(delay, func() {
-			s.mu.Lock()
-			delete(s.timers, t)
-			s.mu.Unlock()
-			if s.drainConn(c) {
-				s.cfg.metrics.connDrained(s.cfg.component, "identity")
+	p.cfg.metrics.drainStarted(p.cfg.component)
+	p.cfg.logger.Info("draining connections onto the new certificate",
+		"component", p.cfg.component, "connections", len(old), "window", p.cfg.window.String(),
+		"serial", hotcert.FormatSerial(next.Leaf().SerialNumber), "sha256", next.LeafFingerprint().String())
+	for _, t := range old {
+		p.after(time.Duration(rand.Float64()*float64(p.cfg.window)), func() {
+			if p.drain(t, false) {
+				p.cfg.metrics.connDrained(p.cfg.component, "identity")
 			}
 		})
-		s.timers[t] = struct{}{}
 	}
 }
 
 // trustChanged drains, at once, every connection whose peer chain does not verify
-// against next's bundle.
-func (s *Server) trustChanged(_, next *hotcert.Material) {
+// for client authentication against next's bundle.
+func (p *policy) trustChanged(_, next *hotcert.Material) {
 	pool := next.TrustPool()
 	if pool == nil {
 		return // a bundle-less material cannot be what the server verifies against
 	}
-	s.mu.Lock()
-	conns := make([]*conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
 	now := time.Now()
-	for _, c := range conns {
-		c.mu.Lock()
-		peer := c.peer
-		c.mu.Unlock()
+	for _, t := range p.conns() {
+		peer := t.peerChain()
 		if len(peer) == 0 {
 			continue // no client certificate: nothing to re-verify
 		}
-		err := verifyPeer(peer, pool, now)
-		if err == nil {
+		_, err := hotcert.VerifyChain(peer, x509.VerifyOptions{Roots: pool, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		if err == nil || !p.drain(t, true) {
 			continue
 		}
-		if s.drainConn(c) {
-			s.cfg.metrics.cut(s.cfg.component)
-			s.cfg.logger.Warn("closing connection: peer certificate no longer trusted",
-				"component", s.cfg.component, "remote", c.RemoteAddr().String(),
-				"peer_subject", peer[0].Subject.String(), "peer_serial", peer[0].SerialNumber.Text(16),
-				"reason", err.Error())
-		}
+		p.cfg.metrics.cut(p.cfg.component)
+		p.cfg.logger.Warn("closing connection: peer certificate no longer trusted",
+			"component", p.cfg.component, "remote", t.RemoteAddr().String(),
+			"peer_subject", peer[0].Subject.String(), "peer_serial", hotcert.FormatSerial(peer[0].SerialNumber),
+			"reason", err.Error())
 	}
-}
-
-// verifyPeer verifies a client's chain (leaf first, then what it sent as
-// intermediates) for client authentication against pool at now.
-func verifyPeer(peer []*x509.Certificate, pool *x509.CertPool, now time.Time) error {
-	inter := x509.NewCertPool()
-	for _, ic := range peer[1:] {
-		inter.AddCert(ic)
-	}
-	_, err := peer[0].Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
-	return err
 }

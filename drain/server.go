@@ -43,13 +43,38 @@ func NewServer(creds credentials.TransportCredentials, newServer NewGRPCServer, 
 		cfg: cfg, newServer: newServer, creds: creds,
 		conns: map[*conn]*grpc.Server{}, listeners: map[net.Listener]struct{}{}, timers: map[*time.Timer]struct{}{},
 	}
-	if cfg.identity != nil {
-		s.unsubs = append(s.unsubs, cfg.identity.Subscribe(s.identityChanged))
-	}
-	if cfg.trust != nil {
-		s.unsubs = append(s.unsubs, cfg.trust.Subscribe(s.trustChanged))
-	}
+	p := &policy{cfg: &s.cfg, conns: s.targets, after: s.after,
+		drain: func(t target, _ bool) bool { return s.drainConn(t.(*conn)) }} // a GOAWAY either way
+	s.unsubs = p.subscribe()
 	return s
+}
+
+// targets returns the open connections, for the policy.
+func (s *Server) targets() []target {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]target, 0, len(s.conns))
+	for c := range s.conns {
+		out = append(out, c)
+	}
+	return out
+}
+
+// after runs f after d, unless the Server stops first.
+func (s *Server) after(d time.Duration, f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return
+	}
+	var t *time.Timer
+	t = time.AfterFunc(d, func() {
+		s.mu.Lock()
+		delete(s.timers, t)
+		s.mu.Unlock()
+		f()
+	})
+	s.timers[t] = struct{}{}
 }
 
 // ErrServerStopped is returned by Serve after Stop or GracefulStop.

@@ -110,26 +110,14 @@ func changedForClient(prev, next *hotcert.Material, withTrust bool) bool {
 	if prev == nil || next == nil {
 		return prev != next
 	}
-	if prev.HasIdentity() != next.HasIdentity() || prev.LeafFingerprint() != next.LeafFingerprint() {
-		return true
-	}
-	return withTrust && trustChanged(prev, next)
+	return !prev.SameIdentity(next) || withTrust && !prev.SameTrust(next)
 }
 
 func trustChanged(prev, next *hotcert.Material) bool {
 	if prev == nil || next == nil {
 		return prev != next
 	}
-	a, b := prev.TrustFingerprints(), next.TrustFingerprints()
-	if len(a) != len(b) {
-		return true
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return true
-		}
-	}
-	return false
+	return !prev.SameTrust(next)
 }
 
 // build prepares the config for one pair of Materials; it runs once per change.

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/hotcert/hotcert"
 )
 
 // Extended key usages checked for each side; never modified.
@@ -28,17 +30,8 @@ func verifyChain(certs []*x509.Certificate, roots *x509.CertPool, name string, u
 	if roots == nil {
 		return errors.New("tlsconfig: no CA bundle to verify the peer certificate against")
 	}
-	opts := x509.VerifyOptions{
-		Roots:         roots,
-		CurrentTime:   now,
-		DNSName:       name,
-		Intermediates: x509.NewCertPool(),
-		KeyUsages:     usages,
-	}
-	for _, c := range certs[1:] {
-		opts.Intermediates.AddCert(c)
-	}
-	if _, err := certs[0].Verify(opts); err != nil {
+	opts := x509.VerifyOptions{Roots: roots, CurrentTime: now, DNSName: name, KeyUsages: usages}
+	if _, err := hotcert.VerifyChain(certs, opts); err != nil {
 		return &tls.CertificateVerificationError{UnverifiedCertificates: certs, Err: err}
 	}
 	return nil

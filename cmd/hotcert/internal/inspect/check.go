@@ -76,11 +76,7 @@ func Files(ctx context.Context, opts FilesOptions) (*FilesReport, error) {
 		rep.CABundle = DescribeAll(m.TrustCertificates())
 	}
 	if m.HasIdentity() && m.HasTrust() {
-		inter := x509.NewCertPool()
-		for _, c := range m.Chain()[1:] {
-			inter.AddCert(c)
-		}
-		_, verr := m.Leaf().Verify(x509.VerifyOptions{Roots: m.TrustPool(), Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+		_, verr := hotcert.VerifyChain(m.Chain(), x509.VerifyOptions{Roots: m.TrustPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
 		ch := checkOf(verr)
 		rep.ChainsToBundle = &ch
 	}
