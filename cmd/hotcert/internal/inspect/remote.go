@@ -156,19 +156,14 @@ func readBundle(ctx context.Context, path string) (*hotcert.Material, error) {
 }
 
 func verifyAgainst(path string, bundle *hotcert.Material, chain []*x509.Certificate, hostOK bool, now time.Time) *BundleResult {
-	inter := x509.NewCertPool()
-	for _, c := range chain[1:] {
-		inter.AddCert(c)
-	}
 	res := &BundleResult{File: path}
 	for i, ca := range bundle.TrustCertificates() {
 		roots := x509.NewCertPool()
 		roots.AddCert(ca)
-		_, err := chain[0].Verify(x509.VerifyOptions{
-			Roots:         roots,
-			Intermediates: inter,
-			CurrentTime:   now,
-			KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		_, err := hotcert.VerifyChain(chain, x509.VerifyOptions{
+			Roots:       roots,
+			CurrentTime: now,
+			KeyUsages:   []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		})
 		r := CAResult{Index: i + 1, CA: Describe(ca), Chain: checkOf(err)}
 		res.CAs = append(res.CAs, r)
