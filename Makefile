@@ -39,6 +39,12 @@ k8s-bins:
 bench: k8s-bins
 	$(GO) test -run '^$$' -bench . -benchmem $(addsuffix /...,$(MODULES))
 
+## fuzz: run every fuzz target of every module for FUZZTIME each (default 30s); make test runs their seeds.
+FUZZTIME ?= 30s
+.PHONY: fuzz
+fuzz:
+	@FUZZTIME=$(FUZZTIME) GO=$(GO) hack/fuzz.sh $(MODULES)
+
 ## demo: run the end-to-end demo.
 demo:
 	$(GO) run ./cmd/hotcert demo

@@ -15,8 +15,8 @@ import (
 //
 //   - text outside blocks is allowed and ignored (system CA bundles carry comments,
 //     `openssl x509 -text` puts the decoded certificate before its block);
-//   - every "-----BEGIN " line must start a well-formed block that ends with its
-//     matching END line: a truncated or garbled block is an error naming it, never
+//   - every "-----BEGIN " must start a line and a well-formed block that ends with
+//     its matching END line: a truncated or garbled block is an error naming it, never
 //     skipped (encoding/pem alone would skip it and carry on with the next block);
 //     an END line without its BEGIN is an error too (the tail of a cut block);
 //   - parameter blocks ("EC PARAMETERS", "DH PARAMETERS", ...) are skipped, as
@@ -53,6 +53,11 @@ func DecodePEM(in Input) ([]*pem.Block, error) {
 			return blocks, nil
 		}
 		start := rest[i:]
+		if pos := len(in.Data) - len(rest) + i; pos > 0 && in.Data[pos-1] != '\n' {
+			// encoding/pem (and so crypto/tls) sees no block here: neither do we,
+			// but it is not text to skip either.
+			return nil, newError(in.Name, ReasonPEM, nil, "PEM block %d (%s, line %d) does not begin at the start of a line", n, beginKind(start), lineOf(in.Data, rest, i))
+		}
 		b, after := pem.Decode(start)
 		// pem.Decode skips a malformed block and returns the next good one: the
 		// block it returns must be the one that begins here.

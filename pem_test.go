@@ -137,6 +137,7 @@ func TestPEMGrammar(t *testing.T) {
 			{name: "middle block without END, good block after it", data: cat(a, noEnd(b), a), reason: hotcert.ReasonPEM, want: "PEM block 2"},
 			{name: "truncated last block", data: cat(a, hotcerttest.Truncate(b)), reason: hotcert.ReasonPEM, want: "PEM block 2"},
 			{name: "cut BEGIN line", data: cat(a, []byte("-----BEGIN CERTIF")), reason: hotcert.ReasonPEM, want: "PEM block 2 (a garbled BEGIN line"},
+			{name: "BEGIN inside a line", data: cat(a, []byte("0"), b), reason: hotcert.ReasonPEM, want: "does not begin at the start of a line"},
 			{name: "END without BEGIN", data: cat(a, b[bytes.IndexByte(b, '\n')+1:]), reason: hotcert.ReasonPEM, want: "has no BEGIN line"},
 			{name: "block that is not a certificate", data: cat(a, leaf.KeyPEM), reason: hotcert.ReasonPEM, want: "PEM block 2 is a private key, not a CERTIFICATE"},
 			{name: "public key in bundle", data: cat(a, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: []byte{1}})), reason: hotcert.ReasonPEM, want: `is a "PUBLIC KEY"`},
