@@ -142,9 +142,9 @@ func TestPreviousKeyGracePeriod(t *testing.T) {
 	if len(f.ks.Info().Keys) != 1 {
 		t.Fatalf("keys after grace %+v, want only the signer", f.ks.Info().Keys)
 	}
-	// A later reload prunes it: the kid becomes unknown.
+	// A later reload prunes it; its tokens are still refused for what they are.
 	f.set(t, signing(b, b))
-	f.mustReject(t, long, ReasonUnknownKey)
+	f.mustReject(t, long, ReasonKeyRetired)
 }
 
 // TestRemovedKeyRejected: a key the source stops listing is rejected at once — no

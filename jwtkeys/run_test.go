@@ -57,6 +57,10 @@ func TestFollowsSourceAndExpires(t *testing.T) {
 		t.Fatalf("keys after grace %+v", k)
 	}
 	testutil.WaitFor(t, "key observation", func() bool { _, _, keys := obs.counts(); return keys == 1 })
+	// The expiry loop pruned the key: its token is refused as retired, not unknown.
+	if _, err := ks.Verify(tok); ReasonOf(err) != ReasonKeyRetired {
+		t.Fatalf("token of the pruned key: %v, want %s", err, ReasonKeyRetired)
+	}
 	src.Set(signing(b)) // same content: nothing happens
 	time.Sleep(20 * time.Millisecond)
 	if loads, _, _ := obs.counts(); loads != 1 || logs.Count("JWT signing key rotated") != 1 {

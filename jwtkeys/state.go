@@ -26,11 +26,19 @@ type state struct {
 	mat        *Material
 	retired    []retiredKey // newest first; none of them is in mat
 	byID       map[string]entry
-	algs       []string // every algorithm a key of the state is pinned to
+	algs       []string             // every algorithm a key of the state is pinned to
+	ended      []retiredKey         // retired keys whose grace period ended, newest first, at most maxEnded
+	endedAt    map[string]time.Time // kid -> end of grace, for the keys of ended
 	generation uint64
 
 	jwks atomic.Pointer[jwksDoc] // cache, see jwks.go
 }
+
+// maxEnded bounds how many retired keys whose grace period ended a state
+// remembers, so that their tokens are refused as key_retired rather than
+// unknown_key. A token of an older key has expired anyway: the grace period
+// outlasts every token's lifetime.
+const maxEnded = 32
 
 // newState builds the state that follows prev (nil for the first load) when m is
 // published at now. The rules, documented in docs/jwt-keys.md:
@@ -53,16 +61,34 @@ func newState(prev *state, m *Material, now time.Time, grace time.Duration) *sta
 			s.retired = append(s.retired, retiredKey{k: old, at: now, verifies: now.Add(grace)})
 			inM[old.id] = true
 		}
+		var ended []retiredKey
 		for _, r := range prev.retired {
-			if !inM[r.k.id] && now.Before(r.verifies) {
+			switch {
+			case inM[r.k.id]:
+			case now.Before(r.verifies):
 				s.retired = append(s.retired, r)
 				inM[r.k.id] = true
+			default:
+				ended = append(ended, r)
 			}
 		}
+		s.ended = endedAfter(prev.ended, ended, inM)
 	}
 	s.generation++
 	s.index()
 	return s
+}
+
+// endedAfter returns the remembered ended keys once gone have ended too: gone first,
+// without keys the new state holds, at most maxEnded.
+func endedAfter(prev, gone []retiredKey, holds map[string]bool) []retiredKey {
+	var out []retiredKey
+	for _, r := range append(slices.Clone(gone), prev...) {
+		if !holds[r.k.id] && len(out) < maxEnded {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // withoutExpired returns a copy of s without the retired keys whose grace ended at
@@ -79,12 +105,16 @@ func (s *state) withoutExpired(now time.Time) (*state, []retiredKey) {
 	if len(gone) == 0 {
 		return s, nil
 	}
-	n := &state{mat: s.mat, retired: keep, generation: s.generation}
+	n := &state{mat: s.mat, retired: keep, generation: s.generation, ended: endedAfter(s.ended, gone, nil)}
 	n.index()
 	return n, gone
 }
 
 func (s *state) index() {
+	s.endedAt = make(map[string]time.Time, len(s.ended))
+	for _, r := range s.ended {
+		s.endedAt[r.k.id] = r.verifies
+	}
 	s.byID = make(map[string]entry, 1+len(s.mat.listed)+len(s.retired))
 	add := func(e entry) {
 		s.byID[e.k.id] = e

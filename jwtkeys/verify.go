@@ -3,6 +3,8 @@ package jwtkeys
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -73,16 +75,45 @@ func (ks *KeySet) Verify(token string) (*jwt.RegisteredClaims, error) {
 }
 
 // VerifyClaims is Verify for a claims type of the caller's (typically a struct that
-// embeds jwt.RegisteredClaims, passed as a pointer). It returns the kid of the key
-// that verified the token.
+// embeds jwt.RegisteredClaims, passed as a pointer, or a jwt.MapClaims). It returns
+// the kid of the key that verified the token. claims is filled only when the token
+// verified: a rejected token leaves it as it was, so nothing unverified can be
+// mistaken for a verified claim.
 func (ks *KeySet) VerifyClaims(token string, claims jwt.Claims) (keyID string, err error) {
-	keyID, err = ks.verify(token, claims)
+	scratch, commit, err := scratchClaims(claims)
+	if err == nil {
+		keyID, err = ks.verify(token, scratch)
+	}
 	if err != nil {
 		ks.cfg.observer.ObserveVerify(ks.cfg.reload.Component, ReasonOf(err))
 		return "", err
 	}
+	commit()
 	ks.cfg.observer.ObserveVerify(ks.cfg.reload.Component, "")
 	return keyID, nil
+}
+
+// scratchClaims returns a zero value of claims' type for a token to be parsed into,
+// and the function that copies it into claims once the token verified.
+func scratchClaims(claims jwt.Claims) (jwt.Claims, func(), error) {
+	v := reflect.ValueOf(claims)
+	switch {
+	case v.Kind() == reflect.Pointer && !v.IsNil():
+		fresh := reflect.New(v.Elem().Type())
+		if c, ok := fresh.Interface().(jwt.Claims); ok {
+			return c, func() { v.Elem().Set(fresh.Elem()) }, nil
+		}
+	case v.Kind() == reflect.Map && !v.IsNil():
+		fresh := reflect.MakeMap(v.Type())
+		if c, ok := fresh.Interface().(jwt.Claims); ok {
+			return c, func() {
+				for it := fresh.MapRange(); it.Next(); {
+					v.SetMapIndex(it.Key(), it.Value())
+				}
+			}, nil
+		}
+	}
+	return nil, nil, &VerifyError{Reason: ReasonClaims, Err: fmt.Errorf("claims of type %T cannot be filled: pass a non-nil pointer or map", claims)}
 }
 
 func (ks *KeySet) verify(token string, claims jwt.Claims) (string, error) {
@@ -122,9 +153,9 @@ func (ks *KeySet) verify(token string, claims jwt.Claims) (string, error) {
 		e, ok := st.byID[id]
 		switch {
 		case !ok:
-			return nil, &VerifyError{Reason: ReasonUnknownKey, KeyID: id, Err: errors.New("no such key (never known, or removed)")}
+			return nil, unheldKey(st, id)
 		case e.state == KeyRetired && !now.Before(e.until):
-			return nil, &VerifyError{Reason: ReasonKeyRetired, KeyID: id, Err: fmt.Errorf("retired key's grace period ended at %s", e.until.UTC().Format("2006-01-02T15:04:05Z"))}
+			return nil, graceEnded(id, e.until)
 		case t.Method.Alg() != e.k.alg:
 			return nil, &VerifyError{Reason: ReasonAlgorithm, KeyID: id, Err: fmt.Errorf("alg %q, but the key is pinned to %s", t.Method.Alg(), e.k.alg)}
 		}
@@ -145,7 +176,7 @@ func (ks *KeySet) verify(token string, claims jwt.Claims) (string, error) {
 		// remaining key uses (an ES256 key removed after a move to EdDSA), is
 		// reported as what it is: an unknown key.
 		if id := removedKeyID(token, st); id != "" {
-			return "", &VerifyError{Reason: ReasonUnknownKey, KeyID: id, Err: errors.New("no such key (never known, or removed)")}
+			return "", unheldKey(st, id)
 		}
 		return "", &VerifyError{Reason: ReasonAlgorithm, Err: err}
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
@@ -157,6 +188,21 @@ func (ks *KeySet) verify(token string, claims jwt.Claims) (string, error) {
 	default:
 		return "", &VerifyError{Reason: ReasonClaims, KeyID: kid, Err: err}
 	}
+}
+
+// unheldKey is the refusal of a token whose kid st does not hold: key_retired for a
+// retired key whose grace period ended (the expiry loop may have pruned it already),
+// unknown_key otherwise.
+func unheldKey(st *state, id string) *VerifyError {
+	if until, ok := st.endedAt[id]; ok {
+		return graceEnded(id, until)
+	}
+	return &VerifyError{Reason: ReasonUnknownKey, KeyID: id, Err: errors.New("no such key (never known, or removed)")}
+}
+
+func graceEnded(id string, until time.Time) *VerifyError {
+	return &VerifyError{Reason: ReasonKeyRetired, KeyID: id,
+		Err: fmt.Errorf("retired key's grace period ended at %s", until.UTC().Format("2006-01-02T15:04:05Z"))}
 }
 
 // removedKeyID returns the kid of a token that names, with an algorithm a key

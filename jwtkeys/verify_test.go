@@ -150,3 +150,55 @@ func TestRemovedKeyOfAnotherAlgorithmIsUnknownKey(t *testing.T) {
 	}
 	f.mustReject(t, handSigned(t, jwt.SigningMethodES384, old.kid, p384, claims), ReasonAlgorithm)
 }
+
+// TestVerifyClaimsFillsOnlyVerifiedClaims: a rejected token — a forged signature,
+// an unknown key, an expired token — leaves the caller's claims untouched; a
+// verified one fills them.
+func TestVerifyClaimsFillsOnlyVerifiedClaims(t *testing.T) {
+	type agentClaims struct {
+		jwt.RegisteredClaims
+		Role string `json:"role"`
+	}
+	ec, stranger := newKey(t, ES256, 0), newKey(t, ES256, 2)
+	f := newFixture(t, signing(ec))
+	now := f.clock.Now()
+	admin := agentClaims{RegisteredClaims: claimsAt(now, time.Minute), Role: "admin"}
+	good := handSigned(t, jwt.SigningMethodES256, ec.kid, ec.signer, admin)
+	parts := strings.Split(good, ".")
+	sig, _ := base64.RawURLEncoding.DecodeString(parts[2])
+	sig[len(sig)/2] ^= 1
+	forged := parts[0] + "." + parts[1] + "." + base64.RawURLEncoding.EncodeToString(sig)
+	expired := agentClaims{RegisteredClaims: claimsAt(now.Add(-time.Hour), time.Minute), Role: "admin"}
+
+	for name, tok := range map[string]string{
+		"forged signature": forged,
+		"unknown key":      handSigned(t, jwt.SigningMethodES256, stranger.kid, stranger.signer, admin),
+		"expired":          handSigned(t, jwt.SigningMethodES256, ec.kid, ec.signer, expired),
+	} {
+		var c agentClaims
+		if _, err := f.ks.VerifyClaims(tok, &c); err == nil {
+			t.Fatalf("%s: accepted", name)
+		}
+		if c.Role != "" || c.Subject != "" || c.ExpiresAt != nil {
+			t.Errorf("%s: rejected token filled the claims: %+v", name, c)
+		}
+		m := jwt.MapClaims{"kept": true}
+		if _, err := f.ks.VerifyClaims(tok, m); err == nil || len(m) != 1 {
+			t.Errorf("%s: rejected token filled the map claims: %v", name, m)
+		}
+	}
+
+	var c agentClaims
+	kid, err := f.ks.VerifyClaims(good, &c)
+	if err != nil || kid != ec.kid || c.Role != "admin" || c.Subject != "agent-1" {
+		t.Fatalf("verified token: kid %q, claims %+v, err %v", kid, c, err)
+	}
+	m := jwt.MapClaims{}
+	if _, err := f.ks.VerifyClaims(good, m); err != nil || m["role"] != "admin" {
+		t.Fatalf("verified token into map claims: %v, %v", m, err)
+	}
+	var nilClaims *agentClaims
+	if _, err := f.ks.VerifyClaims(good, nilClaims); ReasonOf(err) != ReasonClaims {
+		t.Fatalf("nil claims pointer: %v", err)
+	}
+}
