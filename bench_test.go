@@ -3,13 +3,13 @@ package hotcert_test
 import (
 	"context"
 	"path/filepath"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/source/file"
 )
 
@@ -99,14 +99,5 @@ func BenchmarkNonAtomicWriteToServe(b *testing.B) {
 		lat = append(lat, time.Since(wrote))
 	}
 	b.StopTimer()
-	reportLatencies(b, lat)
-}
-
-// reportLatencies reports min, median and p99 of lat in milliseconds.
-func reportLatencies(b *testing.B, lat []time.Duration) {
-	slices.Sort(lat)
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	b.ReportMetric(ms(lat[0]), "min-ms")
-	b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
-	b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
+	testutil.ReportLatencies(b, lat)
 }

@@ -4,6 +4,7 @@ package testutil
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -88,4 +89,18 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// ReportLatencies reports min, median and p99 of lat in milliseconds ("min-ms",
+// "p50-ms", "p99-ms"), the figures of hotcert's latency benchmarks.
+func ReportLatencies(b *testing.B, lat []time.Duration) {
+	b.Helper()
+	if len(lat) == 0 {
+		b.Fatal("no latencies to report")
+	}
+	slices.Sort(lat)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(lat[0]), "min-ms")
+	b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
+	b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
 }

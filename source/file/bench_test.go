@@ -4,12 +4,12 @@ import (
 	"context"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/source/file"
 )
 
@@ -66,9 +66,5 @@ func benchRenameToServe(b *testing.B, keepOld bool) {
 		lat = append(lat, time.Since(swapAt))
 	}
 	b.StopTimer()
-	slices.Sort(lat)
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	b.ReportMetric(ms(lat[0]), "min-ms")
-	b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
-	b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
+	testutil.ReportLatencies(b, lat)
 }
