@@ -13,7 +13,8 @@ import (
 // change notification and poll tick, ignores content it has already seen (SHA-256),
 // validates new content, and publishes it only when it is good. Failing content keeps
 // the last good Material serving; it is treated as "maybe mid-write" for the settle
-// window, then logged and counted once, and retried whenever the source changes again.
+// window, then logged and counted once, and retried whenever the source changes again
+// — and, for a certificate not valid yet, again at its NotBefore ([ValidFrom]).
 //
 // A Reloader is a [Provider] and a [Notifier]. Reads of [Reloader.Current] take no
 // lock and allocate nothing.
@@ -97,10 +98,12 @@ func (r *Reloader) Status() Status {
 func (r *Reloader) Trigger() { r.engine.Trigger() }
 
 // Reload re-reads the source now, on the caller's goroutine, and returns once the
-// result is published (or rejected). It returns nil when the content in use is the
-// source's current content, and the validation error otherwise (the last good
-// Material keeps serving). Use it to re-read per connection, as seed 002's agent
-// re-reads its CA bundle on every dial.
+// result is published (or rejected). It always validates what it reads, so content
+// refused earlier because it was not valid yet is accepted once it is. It returns
+// nil when the content in use is the source's current content, and the validation
+// error otherwise (the last good Material keeps serving; bad content is still
+// logged and counted once). Use it to re-read per connection, as an agent that
+// re-reads its CA bundle on every dial does.
 func (r *Reloader) Reload(ctx context.Context) error { return r.engine.Check(ctx) }
 
 // Start follows the source until ctx is done or Close is called. It blocks, and

@@ -79,7 +79,7 @@ func (cp *controlPlane) rotate(t *testing.T, leaf *hotcerttest.Leaf, clientCAs .
 }
 
 // agentCA is the agent's CA bundle file, re-read on every dial by a Reloader that
-// is never started (seed 002: no watcher needed).
+// is never started (re-read per dial: no watcher needed).
 type agentCA struct {
 	w        *hotcerttest.AtomicWriter
 	reloader *hotcert.Reloader
@@ -171,7 +171,7 @@ func TestLongLivedStreamSurvivesRotation(t *testing.T) {
 	}
 }
 
-// TestAgentCARotation walks seed 002's three-step CA rotation with an agent that
+// TestAgentCARotation walks the three-step CA rotation with an agent that
 // re-reads its bundle on every reconnect, a broken bundle in between, and a
 // channel that reconnects after the server drops its connections.
 func TestAgentCARotation(t *testing.T) {

@@ -135,7 +135,7 @@ func waitFor(t *testing.T, ch <-chan struct{}) {
 	}
 }
 
-// TestReloadOnDial is seed 002's agent: the CA bundle file is re-read on every new
+// TestReloadOnDial is an agent that re-reads its CA bundle per dial: the CA bundle file is re-read on every new
 // connection, with no watcher running, and a broken file keeps the last good bundle
 // and is logged once.
 func TestReloadOnDial(t *testing.T) {

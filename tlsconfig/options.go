@@ -103,7 +103,7 @@ func WithNextProtos(protos ...string) Option {
 }
 
 // WithReloadOnDial makes a client re-read r before every connection it opens (its
-// first and every reconnect), even when no file event arrived: seed 002's agent
+// first and every reconnect), even when no file event arrived: an agent that
 // re-reads its CA bundle on every dial. A failing re-read never fails the dial: the
 // last good Material stays in use, and a [*hotcert.Reloader] logs and counts each
 // distinct bad content once (set its message with hotcert.WithLogMessages, e.g.
