@@ -8,7 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/agent"
+	"github.com/hotcert/hotcert/cmd/internal/cli"
 	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/metrics"
 )
@@ -16,7 +18,7 @@ import (
 type agentFlags struct {
 	cfg           agent.Config
 	tokenFile     string
-	metricsListen string
+	metricsAddr   string
 	metricsPrefix string
 	metricsLabel  string
 }
@@ -24,10 +26,10 @@ type agentFlags struct {
 func newAgentCommand(g *globals) *cobra.Command {
 	f := &agentFlags{}
 	cmd := &cobra.Command{
-		Use:   "agent --server ADDR --server-name NAME --ca-file F [--tls-cert F --tls-key F] [--metrics-listen ADDR]",
+		Use:   "agent --server HOST:PORT [--server-name NAME] --ca-file F [--cert-file F --key-file F] [--metrics-bind-address ADDR]",
 		Short: "Run the reference agent: one long-lived gRPC stream to the control plane",
-		Long: `Run hotcert's reference agent (seed 002). It keeps one bidirectional gRPC stream
-open to the control plane (register, heartbeat, receive work) and reconnects with
+		Long: `Run hotcert's reference agent. It keeps one bidirectional gRPC stream open
+to the control plane (register, heartbeat, receive work) and reconnects with
 jittered backoff when it drops.
 
 ca.crt is re-read on every connection, the first and every reconnect, and may hold
@@ -53,8 +55,8 @@ A refused token fails the attempt with reason "unauthenticated" and backs off.`,
 	fl.StringVar(&c.Server, "server", "", "control plane address host:port (required)")
 	fl.StringVar(&c.ServerName, "server-name", "", "name the server certificate must match, sent as SNI (default: the host of --server)")
 	fl.StringVar(&c.CAFile, "ca-file", "", "CA bundle the server certificate is verified against, re-read on every connection (required)")
-	fl.StringVar(&c.CertFile, "tls-cert", "", "client certificate chain for servers that require mTLS")
-	fl.StringVar(&c.KeyFile, "tls-key", "", "client private key")
+	fl.StringVar(&c.CertFile, "cert-file", "", "client certificate chain for servers that require mTLS")
+	fl.StringVar(&c.KeyFile, "key-file", "", "client private key")
 	fl.StringVar(&c.ID, "id", "", "agent id (default: host name and a random suffix); with --token-file, the subject of its tokens")
 	fl.StringVar(&f.tokenFile, "token-file", "", "bootstrap bearer token (JWT) for a control plane that requires one, re-read on every connection")
 	fl.BoolVar(&c.Watch, "watch", true, "also follow the files between connections, so metrics and logs show a change before the next reconnect")
@@ -63,11 +65,14 @@ A refused token fails the attempt with reason "unauthenticated" and backs off.`,
 	fl.DurationVar(&c.ConnectTimeout, "connect-timeout", 10*time.Second, "bound on opening a stream (dial, handshake, register)")
 	fl.DurationVar(&c.MinBackoff, "min-backoff", time.Second, "first delay after a failed connection attempt (doubles, jittered)")
 	fl.DurationVar(&c.MaxBackoff, "max-backoff", 30*time.Second, "longest delay between failed connection attempts")
-	fl.DurationVar(&c.ReconnectOnCertChange, "reconnect-on-cert-change", 0, "with --tls-cert: after the client certificate rotates, reconnect at a random time within this window so the server sees it (0: on the next reconnect)")
+	fl.DurationVar(&c.ReconnectOnCertChange, "reconnect-on-cert-change", 0, "with --cert-file: after the client certificate rotates, reconnect at a random time within this window so the server sees it (0: on the next reconnect)")
 	fl.DurationVar(&c.ReconnectJitter, "reconnect-jitter", time.Second, "random delay, up to this, before reconnecting after a drop")
-	fl.StringVar(&f.metricsListen, "metrics-listen", "", "serve /metrics and /healthz on this address (off when empty)")
+	fl.StringVar(&f.metricsAddr, "metrics-bind-address", "", "serve /metrics and /healthz on this address (off when empty)")
 	fl.StringVar(&f.metricsPrefix, "metrics-prefix", "hotcert", "prefix of the TLS reload metrics")
 	fl.StringVar(&f.metricsLabel, "metrics-component-label", "component", "label carrying the component in the TLS reload metrics")
+	cli.Alias(fl, "cert-file", "tls-cert")
+	cli.Alias(fl, "key-file", "tls-key")
+	cli.Alias(fl, "metrics-bind-address", "metrics-listen")
 	return cmd
 }
 
@@ -78,11 +83,14 @@ func runAgent(ctx context.Context, g *globals, f *agentFlags) error {
 	}
 	switch {
 	case f.cfg.Server == "":
-		return errors.New("--server is required")
+		return errors.New("--server is required: the control plane's address, host:port")
 	case f.cfg.CAFile == "":
-		return errors.New("--ca-file is required")
+		return errors.New("--ca-file is required: the CA bundle the server certificate is verified against")
 	case (f.cfg.CertFile == "") != (f.cfg.KeyFile == ""):
-		return errors.New("--tls-cert and --tls-key go together")
+		return errors.New("--cert-file and --key-file go together: the client certificate and its key")
+	}
+	if err := agent.CheckServerAddress(f.cfg.Server); err != nil {
+		return fmt.Errorf("--server %s", err)
 	}
 	cfg := f.cfg
 	cfg.Logger = log
@@ -93,17 +101,18 @@ func runAgent(ctx context.Context, g *globals, f *agentFlags) error {
 		}
 	}
 	cfg.MetricsOptions = []metrics.Option{metrics.WithPrefix(f.metricsPrefix), metrics.WithComponentLabel(f.metricsLabel)}
+	cfg.ReloaderOptions = append(cfg.ReloaderOptions, hotcert.WithComponentLabel(f.metricsLabel)) // one key in logs and metrics
 	reg := newProcessRegistry()
 	cfg.Registerer = reg
 	a, err := agent.New(cfg)
 	if err != nil {
-		return err
+		return inUserTerms(err, fileFlags("--ca-file", cfg.CAFile, "--cert-file", cfg.CertFile, "--key-file", cfg.KeyFile))
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	wait := func() {}
-	if f.metricsListen != "" {
-		if wait, err = serveObservability(ctx, f.metricsListen, reg, a.HealthHandler(), log); err != nil {
+	if f.metricsAddr != "" {
+		if wait, err = serveObservability(ctx, f.metricsAddr, reg, a.HealthHandler(), log); err != nil {
 			a.Close()
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/inspect"
+	"github.com/hotcert/hotcert/cmd/internal/cli"
 	"github.com/hotcert/hotcert/jwtkeys"
 )
 
@@ -23,7 +24,7 @@ func newCheckCommand(g *globals) *cobra.Command {
 		jwtKeyDir string
 	)
 	cmd := &cobra.Command{
-		Use:   "check --cert F --key F [--ca F] [-o json] | check --jwt-key-dir DIR [-o json]",
+		Use:   "check --cert-file F --key-file F [--ca-file F] [-o json] | check --jwt-key-dir DIR [-o json]",
 		Short: "Validate certificate, key and CA bundle files exactly as the reloader would",
 		Long: `Read the files with hotcert's file source and validate them with hotcert.Validate:
 the very code a server or agent runs before swapping material in. It checks that
@@ -34,14 +35,14 @@ size cap and file types.
 
 It prints a summary of what would be served and trusted, or the reason the files
 would be refused, and exits non-zero with a one-line reason when they would. Give a
-key pair, a bundle (--ca alone, as for an agent's ca.crt), or both.
+key pair, a bundle (--ca-file alone, as for an agent's ca.crt), or both.
 
 With --jwt-key-dir it validates an agent-token key directory (signing.key and
 optional verify.pem, or hs256.keys) with jwtkeys.Validate, as "hotcert server
 --jwt-key-dir" would before using it, and prints the key that signs and every key
 that verifies (kids and algorithms, never key material).`,
-		Example: `  hotcert check --cert /tls/tls.crt --key /tls/tls.key
-  hotcert check --ca /etc/agent-ca/ca.crt -o json
+		Example: `  hotcert check --cert-file /tls/tls.crt --key-file /tls/tls.key
+  hotcert check --ca-file /etc/agent-ca/ca.crt -o json
   hotcert check --jwt-key-dir /etc/agent-token-keys`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -54,34 +55,44 @@ that verifies (kids and algorithms, never key material).`,
 			}
 			if jwtKeyDir != "" {
 				if opts.CertFile != "" || opts.KeyFile != "" || opts.CAFile != "" {
-					return errors.New("check either --jwt-key-dir or certificate files, not both at once")
+					return errors.New("check either --jwt-key-dir or certificate files (--cert-file, --key-file, --ca-file), not both at once")
 				}
 				return checkKeyDir(cmd.Context(), g, jwtKeyDir, asJSON)
 			}
-			if opts.CertFile == "" && opts.KeyFile == "" && opts.CAFile == "" {
-				return errors.New("nothing to check: give --cert and --key, --ca, or all three (or --jwt-key-dir)")
+			switch {
+			case opts.CertFile == "" && opts.KeyFile == "" && opts.CAFile == "":
+				return errors.New("nothing to check: give --cert-file and --key-file, --ca-file, or all three (or --jwt-key-dir)")
+			case (opts.CertFile == "") != (opts.KeyFile == ""):
+				return errors.New("--cert-file and --key-file go together: a certificate is checked with its key")
 			}
 			rep, checkErr := inspect.Files(cmd.Context(), opts)
 			if rep == nil {
 				return checkErr
 			}
-			if asJSON {
-				err = writeJSON(g.stdout, rep)
-			} else {
-				err = inspect.WriteFiles(g.stdout, rep, time.Now())
-			}
 			if checkErr != nil {
-				return checkErr
+				checkErr = inUserTerms(checkErr, fileFlags("--cert-file", opts.CertFile, "--key-file", opts.KeyFile, "--ca-file", opts.CAFile))
 			}
-			return err
+			if asJSON {
+				if err := writeJSON(g.stdout, rep); err != nil {
+					return err
+				}
+				return reported(checkErr)
+			}
+			if err := inspect.WriteFiles(g.stdout, rep, time.Now()); err != nil {
+				return err
+			}
+			return checkErr
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.CertFile, "cert", "", "certificate chain file (PEM, leaf first)")
-	fl.StringVar(&opts.KeyFile, "key", "", "private key file (PEM)")
-	fl.StringVar(&opts.CAFile, "ca", "", "CA bundle file (one or more PEM CA certificates)")
+	fl.StringVar(&opts.CertFile, "cert-file", "", "certificate chain file (PEM, leaf first)")
+	fl.StringVar(&opts.KeyFile, "key-file", "", "private key file (PEM)")
+	fl.StringVar(&opts.CAFile, "ca-file", "", "CA bundle file (one or more PEM CA certificates)")
 	fl.StringVar(&jwtKeyDir, "jwt-key-dir", "", "validate this agent-token key directory (signing.key [+ verify.pem], or hs256.keys) instead")
 	fl.StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cli.Alias(fl, "cert-file", "cert")
+	cli.Alias(fl, "key-file", "key")
+	cli.Alias(fl, "ca-file", "ca")
 	return cmd
 }
 
@@ -123,16 +134,19 @@ func checkKeyDir(ctx context.Context, g *globals, dir string, asJSON bool) error
 			rep.Keys = append(rep.Keys, controlplane.TokenKey{ID: k.ID, Algorithm: k.Algorithm, State: string(k.State)})
 		}
 	}
-	var werr error
-	if asJSON {
-		werr = writeJSON(g.stdout, rep)
-	} else {
-		werr = writeKeyDirReport(g.stdout, rep)
-	}
 	if err != nil {
-		return err
+		err = inUserTerms(err, flagFiles{dirs: map[string]string{dir: "--jwt-key-dir"}})
 	}
-	return werr
+	if asJSON {
+		if werr := writeJSON(g.stdout, rep); werr != nil {
+			return werr
+		}
+		return reported(err)
+	}
+	if werr := writeKeyDirReport(g.stdout, rep); werr != nil {
+		return werr
+	}
+	return err
 }
 
 func writeKeyDirReport(w io.Writer, rep keyDirReport) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -24,23 +25,27 @@ func newInspectCommand(g *globals) *cobra.Command {
 client does, and print the certificate it serves: subject, issuer, serial, SANs,
 validity, SHA-256 fingerprint (openssl's format), the negotiated ALPN, and the chain.
 
-With --ca-file, every CA of the bundle is tried on its own: the report says, per CA,
-whether the served chain verifies, and whether the certificate names the server name.
-The chain is fetched without verification and verified explicitly, so a replica no
-agent would accept is still shown. The exit status is non-zero when no CA of the
-bundle verifies the replica (what an agent with that bundle would refuse), or when
-the replica cannot be reached.
+The report always says whether the certificate names the server name. With
+--ca-file, every CA of the bundle is also tried on its own: the report says, per CA,
+whether the served chain verifies. The chain is fetched without verification and
+verified explicitly, so a replica no agent would accept is still shown. The exit
+status is non-zero when the certificate does not name the server name, when no CA
+of the bundle verifies the replica (what an agent with that bundle would refuse), or
+when the replica cannot be reached. Without --ca-file the chain is not verified.
 
 Before removing the old CA (step 3 of a CA rotation), run it against every replica
 with a bundle holding only the new CA.`,
 		Example: `  kubectl -n dexaflow port-forward pod/cp-0 9091:9091 &
   hotcert inspect 127.0.0.1:9091 --server-name cp.dexaflow.svc --ca-file new-ca.crt
   hotcert inspect 127.0.0.1:9091 -o json | jq -r .certificate.serial`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1), // a missing address is reported by RunE, in words (and as JSON with -o json)
 		RunE: func(cmd *cobra.Command, args []string) error {
 			asJSON, err := outputFormat(output)
 			if err != nil {
 				return err
+			}
+			if len(args) == 0 {
+				return errors.New("inspect needs the address of one replica: hotcert inspect HOST:PORT, e.g. hotcert inspect 127.0.0.1:9091 --ca-file ca.crt")
 			}
 			opts.Address = args[0]
 			for _, p := range strings.Split(alpn, ",") {
@@ -76,12 +81,24 @@ func runInspect(ctx context.Context, g *globals, opts inspect.RemoteOptions, asJ
 	if err != nil {
 		return err
 	}
-	if rep.Bundle != nil && !rep.Bundle.Verified {
-		why := "no CA in the bundle verifies the served chain"
-		if !rep.Hostname.OK {
-			why = fmt.Sprintf("the certificate does not name %s", rep.VerifyName)
-		}
-		return fmt.Errorf("%s (serial %s, issuer %s): %s: an agent with %s would refuse it", opts.Address, rep.Certificate.Serial, rep.Certificate.Issuer, why, opts.CAFile)
+	verr := remoteVerdict(opts, rep)
+	if asJSON {
+		return reported(verr)
+	}
+	return verr
+}
+
+// remoteVerdict is the error inspect exits with when an agent would refuse what the
+// replica serves: a certificate that does not name the server name (whatever the
+// bundle), or a chain no CA of --ca-file verifies.
+func remoteVerdict(opts inspect.RemoteOptions, rep *inspect.RemoteReport) error {
+	served := fmt.Sprintf("%s (serial %s, issuer %s)", opts.Address, rep.Certificate.Serial, rep.Certificate.Issuer)
+	switch {
+	case !rep.Hostname.OK:
+		return fmt.Errorf("%s: the certificate does not name %s (it names %s): an agent dialing %s would refuse it; --server-name sets the name to check",
+			served, rep.VerifyName, rep.Certificate.SANs(), rep.VerifyName)
+	case rep.Bundle != nil && !rep.Bundle.Verified:
+		return fmt.Errorf("%s: no CA in the bundle verifies the served chain: an agent with %s would refuse it", served, opts.CAFile)
 	}
 	return nil
 }

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -36,7 +34,7 @@ type route struct {
 func serveObservability(ctx context.Context, addr string, reg *prometheus.Registry, health http.Handler, log *slog.Logger, routes ...route) (wait func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("--metrics-listen %s: %w", addr, err)
+		return nil, fmt.Errorf("--metrics-bind-address %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
@@ -62,21 +60,4 @@ func serveObservability(ctx context.Context, addr string, reg *prometheus.Regist
 		_ = srv.Shutdown(sctx)
 	}()
 	return func() { <-done }, nil
-}
-
-// outputFormat validates an -o/--output value.
-func outputFormat(o string) (json bool, err error) {
-	switch o {
-	case "text", "":
-		return false, nil
-	case "json":
-		return true, nil
-	}
-	return false, fmt.Errorf("-o %q: want text or json", o)
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/inspect"
 	"github.com/hotcert/hotcert/hotcerttest"
@@ -57,39 +58,39 @@ func TestCheckCommand(t *testing.T) {
 	crt, key := writeTemp(t, "tls.crt", leaf.ChainPEM), writeTemp(t, "tls.key", leaf.KeyPEM)
 	bundle := writeTemp(t, "ca.crt", hotcerttest.BundlePEM(ca, hotcerttest.MustNewCA()))
 
-	out, _, err := run(ctx, "check", "--cert", crt, "--key", key, "--ca", bundle)
+	out, _, err := run(ctx, "check", "--cert-file", crt, "--key-file", key, "--ca-file", bundle)
 	if err != nil || !strings.Contains(out, "OK: the reloader would load these files") || !strings.Contains(out, inspect.SerialHex(leaf.Cert.SerialNumber)) {
 		t.Fatalf("check of good files: err %v, output:\n%s", err, out)
 	}
-	out, _, err = run(ctx, "check", "--cert", crt, "--key", key, "--ca", bundle, "-o", "json")
+	out, _, err = run(ctx, "check", "--cert-file", crt, "--key-file", key, "--ca-file", bundle, "-o", "json")
 	var rep inspect.FilesReport
 	if err != nil || json.Unmarshal([]byte(out), &rep) != nil || !rep.OK || len(rep.CABundle) != 2 || !rep.ChainsToBundle.OK ||
 		rep.Certificate.Serial != inspect.SerialHex(leaf.Cert.SerialNumber) {
 		t.Fatalf("check -o json: err %v, output:\n%s", err, out)
 	}
-	if _, _, err := run(ctx, "check", "--ca", bundle); err != nil {
+	if _, _, err := run(ctx, "check", "--ca-file", bundle); err != nil {
 		t.Fatalf("check of a bundle alone: %v", err)
 	}
 
 	// Bad input: a one-line reason and a non-zero exit; JSON still describes it.
 	otherKey := writeTemp(t, "other.key", ca.MustIssue().KeyPEM)
-	out, _, err = run(ctx, "check", "--cert", crt, "--key", otherKey, "-o", "json")
+	out, _, err = run(ctx, "check", "--cert-file", crt, "--key-file", otherKey, "-o", "json")
 	requireOneLine(t, err, "does not match")
 	if json.Unmarshal([]byte(out), &rep) != nil || rep.OK || rep.Reason != "key_mismatch" || rep.Input != otherKey {
 		t.Fatalf("check -o json of a mismatched pair:\n%s", out)
 	}
 	truncated := writeTemp(t, "truncated.crt", hotcerttest.Truncate(hotcerttest.BundlePEM(ca, hotcerttest.MustNewCA())))
-	out, _, err = run(ctx, "check", "--ca", truncated)
+	out, _, err = run(ctx, "check", "--ca-file", truncated)
 	requireOneLine(t, err, "PEM block 2")
 	if !strings.Contains(out, "INVALID (pem)") {
 		t.Fatalf("text output of a truncated bundle:\n%s", out)
 	}
 	for _, args := range [][]string{
 		{"check"},
-		{"check", "--cert", crt},
-		{"check", "--cert", crt, "--key", key, "-o", "yaml"},
-		{"check", "--ca", filepath.Join(t.TempDir(), "missing")},
-		{"check", "--ca", bundle, "--log-format", "xml"},
+		{"check", "--cert-file", crt},
+		{"check", "--cert-file", crt, "--key-file", key, "-o", "yaml"},
+		{"check", "--ca-file", filepath.Join(t.TempDir(), "missing")},
+		{"check", "--ca-file", bundle, "--log-format", "xml"},
 	} {
 		_, _, err := run(ctx, args...)
 		requireOneLine(t, err, "")
@@ -175,14 +176,14 @@ func TestServerAndAgentCommands(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	serverLog, agentLog := &testutil.LogBuffer{}, &testutil.LogBuffer{}
-	serverDone := start(ctx, serverLog, "server", "--log-format", "json", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-		"--tls-cert", crt, "--tls-key", key, "--settle", "50ms", "--poll-interval", "100ms", "--replica", "cp-test")
+	serverDone := start(ctx, serverLog, "server", "--log-format", "json", "--listen", "127.0.0.1:0", "--metrics-bind-address", "127.0.0.1:0",
+		"--cert-file", crt, "--key-file", key, "--settle", "50ms", "--poll-interval", "100ms", "--replica", "cp-test")
 	addr := logAttr(t, serverLog, "control plane listening", "addr")
 	metricsAddr := logAttr(t, serverLog, "metrics and health listening", "addr")
 	agentDone := start(ctx, agentLog, "agent", "--log-format", "json", "--server", addr, "--server-name", "localhost",
-		"--ca-file", filepath.Join(caDir.Dir(), "ca.crt"), "--heartbeat-interval", "100ms", "--metrics-listen", "127.0.0.1:0", "--id", "agent-1")
-	if got := logAttr(t, agentLog, "connected to control plane", "server_serial"); got != first.Cert.SerialNumber.Text(16) {
-		t.Fatalf("agent connected to serial %s, want %s", got, first.Cert.SerialNumber.Text(16))
+		"--ca-file", filepath.Join(caDir.Dir(), "ca.crt"), "--heartbeat-interval", "100ms", "--metrics-bind-address", "127.0.0.1:0", "--id", "agent-1")
+	if got := logAttr(t, agentLog, "connected to control plane", "server_serial"); got != hotcert.FormatSerial(first.Cert.SerialNumber) {
+		t.Fatalf("agent connected to serial %s, want %s", got, hotcert.FormatSerial(first.Cert.SerialNumber))
 	}
 	agentMetrics := logAttr(t, agentLog, "metrics and health listening", "addr")
 
@@ -213,8 +214,8 @@ func TestServerAndAgentCommands(t *testing.T) {
 		t.Fatalf("%d failure lines, want 1:\n%s", n, serverLog)
 	}
 	line := findLine(serverLog.String(), "TLS certificate reload failed")
-	if line["listener"] != "agent_grpc" || !strings.Contains(line["source"].(string), crt) || !strings.Contains(line["source"].(string), key) {
-		t.Fatalf("failure line %v: want listener=agent_grpc and both file paths", line)
+	if line["component"] != "agent_grpc" || !strings.Contains(line["source"].(string), crt) || !strings.Contains(line["source"].(string), key) {
+		t.Fatalf("failure line %v: want component=agent_grpc and both file paths", line)
 	}
 	if code := getJSON(t, "http://"+metricsAddr+"/healthz", &st); code != 200 || st.LastError == "" || st.Serving.Serial != inspect.SerialHex(renewed.Cert.SerialNumber) {
 		t.Fatalf("server /healthz after a bad pair: %d %+v", code, st)
@@ -247,19 +248,24 @@ func TestServerAndAgentStartupErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"server", "--tls-cert", missing, "--tls-key", key}, missing},
-		{[]string{"server", "--tls-cert", crt, "--tls-key", writeTemp(t, "other.key", ca.MustIssue().KeyPEM)}, "does not match"},
-		{[]string{"server", "--tls-cert", crt}, "--tls-key"},
-		{[]string{"server", "--tls-cert", crt, "--tls-key", key, "--client-ca", empty}, empty},
-		{[]string{"server", "--tls-cert", crt, "--tls-key", key, "--listen", "256.0.0.1:1"}, "--listen"},
+		{[]string{"server", "--cert-file", missing, "--key-file", key}, missing},
+		{[]string{"server", "--cert-file", crt, "--key-file", writeTemp(t, "other.key", ca.MustIssue().KeyPEM)}, "does not match"},
+		{[]string{"server", "--cert-file", crt}, "--key-file"},
+		{[]string{"server", "--cert-file", crt, "--key-file", key, "--ca-file", empty}, empty},
+		{[]string{"server", "--cert-file", crt, "--key-file", key, "--listen", "256.0.0.1:1"}, "--listen"},
 		{[]string{"agent", "--server", "127.0.0.1:1", "--ca-file", missing}, missing},
 		{[]string{"agent", "--server", "127.0.0.1:1", "--ca-file", empty}, empty},
 		{[]string{"agent", "--ca-file", crt}, "--server"},
 		{[]string{"agent", "--server", "127.0.0.1:1"}, "--ca-file"},
-		{[]string{"agent", "--server", "127.0.0.1:1", "--ca-file", writeTemp(t, "ca.crt", hotcerttest.BundlePEM(ca)), "--tls-cert", crt}, "--tls-key"},
+		{[]string{"agent", "--server", "127.0.0.1:1", "--ca-file", writeTemp(t, "ca.crt", hotcerttest.BundlePEM(ca)), "--cert-file", crt}, "--key-file"},
+		{[]string{"agent", "--server", "localhost", "--ca-file", crt}, `--server "localhost": want host:port`},
+		{[]string{"server", "--cert-file", missing, "--key-file", key}, "--cert-file " + missing + ": does not exist"},
+		{[]string{"agent", "--server", "127.0.0.1:1", "--ca-file", empty}, "--ca-file " + empty + ": "},
+		{[]string{"check", "--cert-file", crt}, "--cert-file and --key-file go together"},
 	} {
 		_, _, err := run(ctx, tc.args...)
 		requireOneLine(t, err, tc.want)
+		requireUserTerms(t, err)
 	}
 }
 
@@ -340,4 +346,15 @@ func requireMetric(t *testing.T, addr, line string) {
 func requireMetricEventually(t *testing.T, addr, line string) {
 	t.Helper()
 	testutil.WaitFor(t, line, func() bool { return strings.Contains(metricsText(t, addr), line+"\n") })
+}
+
+// requireUserTerms fails when a message names the layers it passed through
+// (package prefixes, the reloader's "initial load") instead of what and where.
+func requireUserTerms(t *testing.T, err error) {
+	t.Helper()
+	for _, layer := range []string{"controlplane:", "agent:", "file:", "hotcert:", "initial load", "jwtkeys:"} {
+		if strings.Contains(err.Error(), layer) {
+			t.Errorf("error %q names an internal layer (%q): say what and where in the user's terms", err, layer)
+		}
+	}
 }

@@ -26,7 +26,6 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		Long: `hotcert makes TLS certificate rotation a non-event: servers and agents reload
 validated certificates and CA bundles in place, and a rollout controller rolls the
 workloads that cannot (the hotcert-controller binary).`,
-		Version:       cli.Version(),
 		SilenceUsage:  true, // a bad input gets a one-line reason, not the usage text
 		SilenceErrors: true, // main prints the error once
 	}
@@ -34,6 +33,9 @@ workloads that cannot (the hotcert-controller binary).`,
 	root.SetErr(stderr)
 	g.log.AddFlags(root.PersistentFlags())
 	root.AddCommand(subcommands(g)...)
+	cli.SetVersion(root)   // --version on every command
+	cli.SuggestFlags(root) // "unknown flag: --cert-fiel (did you mean --cert-file?)"
+	jsonFailures(root, stdout)
 	return root
 }
 
@@ -46,5 +48,6 @@ func subcommands(g *globals) []*cobra.Command {
 		newInspectCommand(g),
 		newCheckCommand(g),
 		newTokenCommand(g),
+		newPKICommand(g),
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
+	"github.com/hotcert/hotcert/cmd/internal/cli"
 	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/jwtkeys/jwtfile"
 	"github.com/hotcert/hotcert/jwtkeys/jwtmetrics"
@@ -26,8 +27,8 @@ import (
 type serverFlags struct {
 	drainWindow, drainGrace   time.Duration
 	cutUntrusted              bool
-	listen, metricsListen     string
-	tlsCert, tlsKey, clientCA string
+	listen, metricsAddr       string
+	certFile, keyFile, caFile string
 	replica                   string
 	maxConnAge, maxConnGrace  time.Duration
 	workInterval              time.Duration
@@ -43,15 +44,15 @@ type serverFlags struct {
 func newServerCommand(g *globals) *cobra.Command {
 	f := &serverFlags{}
 	cmd := &cobra.Command{
-		Use:   "server --tls-cert F --tls-key F [--client-ca F] [--listen ADDR] [--metrics-listen ADDR]",
+		Use:   "server --cert-file F --key-file F [--ca-file F] [--listen ADDR] [--metrics-bind-address ADDR]",
 		Short: "Run the reference control plane: agents hold long-lived gRPC streams",
-		Long: `Run hotcert's reference control plane (seed 002). Agents open long-lived
-bidirectional gRPC streams (register, heartbeat, receive work).
+		Long: `Run hotcert's reference control plane: a gRPC server agents hold long-lived
+bidirectional streams to (register, heartbeat, receive work).
 
 The next TLS handshake after tls.crt/tls.key change serves the new pair; established
 streams keep the certificate they were opened with. A pair that does not load keeps
 the last good certificate serving, logs "TLS certificate reload failed"
-(listener=agent_grpc, the file paths) and counts once on
+(component=agent_grpc, the file paths) and counts once on
 hotcert_tls_reload_failures_total{component="agent_grpc"}; it is retried when either
 file changes. A missing or invalid pair at startup is a startup error.
 
@@ -65,26 +66,26 @@ to their agent id and signed by a key the set accepts; a stream without one fail
 with Unauthenticated. Connected agents receive fresh tokens, signed by the current
 key, over their streams. The keys are followed like the certificate (rotation with
 a grace period, last good keys kept, "JWT signing key reload failed" once per bad
-content); /.well-known/jwks.json on --metrics-listen publishes the public keys.
+content); /.well-known/jwks.json on --metrics-bind-address publishes the public keys.
 docs/jwt-keys.md describes the rotation procedure.`,
-		Example: `  hotcert server --tls-cert /tls/tls.crt --tls-key /tls/tls.key --metrics-listen :9090
-  hotcert server --tls-cert /tls/tls.crt --tls-key /tls/tls.key --client-ca /ca/ca.crt
-  hotcert server --tls-cert /tls/tls.crt --tls-key /tls/tls.key --jwt-key-dir /etc/agent-token-keys`,
+		Example: `  hotcert server --cert-file /tls/tls.crt --key-file /tls/tls.key --metrics-bind-address :9090
+  hotcert server --cert-file /tls/tls.crt --key-file /tls/tls.key --ca-file /ca/ca.crt
+  hotcert server --cert-file /tls/tls.crt --key-file /tls/tls.key --jwt-key-dir /etc/agent-token-keys`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServer(cmd.Context(), g, f) },
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.listen, "listen", ":9091", "gRPC address agents connect to")
-	fl.StringVar(&f.tlsCert, "tls-cert", "", "server certificate chain file (PEM, leaf first)")
-	fl.StringVar(&f.tlsKey, "tls-key", "", "server private key file (PEM)")
-	fl.StringVar(&f.clientCA, "client-ca", "", "require client certificates (mTLS) that chain to this CA bundle file")
-	fl.StringVar(&f.metricsListen, "metrics-listen", "", "serve /metrics and /healthz on this address (off when empty)")
+	fl.StringVar(&f.certFile, "cert-file", "", "server certificate chain file (PEM, leaf first; required)")
+	fl.StringVar(&f.keyFile, "key-file", "", "server private key file (PEM; required)")
+	fl.StringVar(&f.caFile, "ca-file", "", "require client certificates (mTLS) that chain to this CA bundle file")
+	fl.StringVar(&f.metricsAddr, "metrics-bind-address", "", "serve /metrics and /healthz on this address (off when empty)")
 	fl.StringVar(&f.replica, "replica", "", "replica name reported to agents (default: host name)")
 	fl.DurationVar(&f.maxConnAge, "max-connection-age", 0, "close connections after about this long (+/-10% jitter, GOAWAY) so agents reconnect (0: never)")
 	fl.DurationVar(&f.maxConnGrace, "max-connection-age-grace", 0, "how long streams may outlive --max-connection-age (0: unbounded)")
 	fl.DurationVar(&f.drainWindow, "drain-window", 0, "after a certificate rotation, move agents onto it: each connection gets a GOAWAY at a random time within this window (0: connections keep the old certificate)")
 	fl.DurationVar(&f.drainGrace, "drain-grace", 30*time.Second, "how long in-flight RPCs of a drained connection may run")
-	fl.BoolVar(&f.cutUntrusted, "cut-untrusted", false, "with --client-ca: disconnect agents whose certificate no longer verifies after the bundle changes")
+	fl.BoolVar(&f.cutUntrusted, "cut-untrusted", false, "with --ca-file: disconnect agents whose certificate no longer verifies after the bundle changes")
 	fl.DurationVar(&f.workInterval, "work-interval", 0, "push a work item to every agent this often (0: never)")
 	fl.DurationVar(&f.pollInterval, "poll-interval", hotcert.DefaultPollInterval, "re-read the certificate this often even without a file event")
 	fl.DurationVar(&f.settle, "settle", hotcert.DefaultSettle, "how long a pair that does not load is treated as mid-write before it counts as a failure")
@@ -97,6 +98,10 @@ docs/jwt-keys.md describes the rotation procedure.`,
 	fl.DurationVar(&f.jwtClockSkew, "jwt-clock-skew", jwtkeys.DefaultClockSkew, "leeway on a token's exp, nbf and iat")
 	fl.StringVar(&f.jwtIssuer, "jwt-issuer", "", "iss claim of issued tokens, required in presented ones (off when empty)")
 	fl.StringVar(&f.jwtAudience, "jwt-audience", "", "aud claim of issued tokens, required in presented ones (off when empty)")
+	cli.Alias(fl, "cert-file", "tls-cert")
+	cli.Alias(fl, "key-file", "tls-key")
+	cli.Alias(fl, "ca-file", "client-ca")
+	cli.Alias(fl, "metrics-bind-address", "metrics-listen")
 	return cmd
 }
 
@@ -120,13 +125,14 @@ func runServer(ctx context.Context, g *globals, f *serverFlags) error {
 		CutUntrusted:          f.cutUntrusted,
 		WorkInterval:          f.workInterval,
 		MetricsOptions:        f.metricsOptions(),
+		ComponentKey:          f.metricsLbl,
 		ReloaderOptions:       []hotcert.Option{hotcert.WithPollInterval(f.pollInterval), hotcert.WithSettle(f.settle)},
 	}
 	if cfg.Replica == "" {
 		cfg.Replica, _ = os.Hostname()
 	}
-	if f.clientCA != "" {
-		if cfg.ClientCA, err = file.New(file.WithCA(f.clientCA), file.WithLogger(log)); err != nil {
+	if f.caFile != "" {
+		if cfg.ClientCA, err = file.New(file.WithCA(f.caFile), file.WithLogger(log)); err != nil {
 			return err
 		}
 	}
@@ -146,7 +152,7 @@ func runServer(ctx context.Context, g *globals, f *serverFlags) error {
 	}
 	srv, err := controlplane.New(cfg)
 	if err != nil {
-		return err
+		return inUserTerms(err, f.fileFlags())
 	}
 	defer srv.Close()
 	ln, err := net.Listen("tcp", f.listen)
@@ -154,13 +160,13 @@ func runServer(ctx context.Context, g *globals, f *serverFlags) error {
 		return fmt.Errorf("--listen %s: %w", f.listen, err)
 	}
 	wait := func() {}
-	if f.metricsListen != "" {
-		if wait, err = serveObservability(ctx, f.metricsListen, reg, srv.HealthHandler(), log, routes...); err != nil {
+	if f.metricsAddr != "" {
+		if wait, err = serveObservability(ctx, f.metricsAddr, reg, srv.HealthHandler(), log, routes...); err != nil {
 			ln.Close()
 			return err
 		}
 	}
-	attrs := []any{"addr", ln.Addr().String(), "replica", cfg.Replica, "listener", controlplane.DefaultComponent, "mtls", f.clientCA != "", "agent_tokens", ks != nil}
+	attrs := []any{"addr", ln.Addr().String(), "replica", cfg.Replica, f.metricsLbl, controlplane.DefaultComponent, "mtls", f.caFile != "", "agent_tokens", ks != nil}
 	if ks != nil {
 		attrs = append(attrs, "token_ttl", cfg.TokenTTL.String())
 	}
@@ -201,7 +207,7 @@ func serverKeySet(ctx context.Context, f *serverFlags, reg *prometheus.Registry,
 	}
 	ks, err = jwtkeys.New(ctx, src, opts...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("agent-token keys: %w", err)
+		return nil, nil, inUserTerms(err, flagFiles{dirs: map[string]string{f.jwtKeyDir: "--jwt-key-dir"}})
 	}
 	done := make(chan struct{})
 	go func() {
@@ -215,10 +221,10 @@ func serverKeySet(ctx context.Context, f *serverFlags, reg *prometheus.Registry,
 
 // serverSource returns the certificate source the flags describe.
 func serverSource(f *serverFlags, log *slog.Logger) (hotcert.Source, error) {
-	if f.tlsCert == "" || f.tlsKey == "" {
-		return nil, errors.New("--tls-cert and --tls-key are required")
+	if f.certFile == "" || f.keyFile == "" {
+		return nil, errors.New("--cert-file and --key-file are required: the server certificate chain and its private key (PEM; hotcert pki makes test ones)")
 	}
-	return file.New(file.WithKeyPair(f.tlsCert, f.tlsKey), file.WithLogger(log))
+	return file.New(file.WithKeyPair(f.certFile, f.keyFile), file.WithLogger(log))
 }
 
 // keyDirSource reads a key directory: signing.key and optional verify.pem, or, when
@@ -245,6 +251,11 @@ func keySource(keyDir string, log *slog.Logger) (jwtkeys.Source, error) {
 		return nil, nil
 	}
 	return keyDirSource(keyDir, log)
+}
+
+// fileFlags maps the files the flags name to the flags, for inUserTerms.
+func (f *serverFlags) fileFlags() flagFiles {
+	return fileFlags("--cert-file", f.certFile, "--key-file", f.keyFile, "--ca-file", f.caFile)
 }
 
 // metricsOptions name the TLS and JWT metrics as the flags say.

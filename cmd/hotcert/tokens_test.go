@@ -87,8 +87,8 @@ func TestServerAndAgentWithTokens(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	serverLog, agentLog, strangerLog := &testutil.LogBuffer{}, &testutil.LogBuffer{}, &testutil.LogBuffer{}
-	serverDone := start(ctx, serverLog, "server", "--log-format", "json", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-		"--tls-cert", crt, "--tls-key", key, "--settle", "50ms", "--poll-interval", "100ms",
+	serverDone := start(ctx, serverLog, "server", "--log-format", "json", "--listen", "127.0.0.1:0", "--metrics-bind-address", "127.0.0.1:0",
+		"--cert-file", crt, "--key-file", key, "--settle", "50ms", "--poll-interval", "100ms",
 		"--jwt-key-dir", keys.Dir(), "--jwt-max-ttl", "10m", "--jwt-token-ttl", "3s")
 	addr := logAttr(t, serverLog, "control plane listening", "addr")
 	metricsAddr := logAttr(t, serverLog, "metrics and health listening", "addr")
@@ -96,7 +96,7 @@ func TestServerAndAgentWithTokens(t *testing.T) {
 		t.Fatalf("listening line %v: want agent_tokens=true token_ttl=3s", line)
 	}
 	agentDone := start(ctx, agentLog, "agent", "--log-format", "json", "--server", addr, "--server-name", "localhost",
-		"--ca-file", caFile, "--heartbeat-interval", "100ms", "--metrics-listen", "127.0.0.1:0", "--id", "agent-1", "--token-file", tokenFile)
+		"--ca-file", caFile, "--heartbeat-interval", "100ms", "--metrics-bind-address", "127.0.0.1:0", "--id", "agent-1", "--token-file", tokenFile)
 	logAttr(t, agentLog, "connected to control plane", "replica")
 	agentMetrics := logAttr(t, agentLog, "metrics and health listening", "addr")
 
@@ -182,7 +182,7 @@ func TestTokenFlagErrors(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bad, jwtkeys.SigningKeyName), leaf.KeyPEM[:40], 0o600); err != nil {
 		t.Fatal(err)
 	}
-	server := []string{"server", "--listen", "127.0.0.1:0", "--tls-cert", crt, "--tls-key", key}
+	server := []string{"server", "--listen", "127.0.0.1:0", "--cert-file", crt, "--key-file", key}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -242,7 +242,7 @@ func TestCheckKeyDir(t *testing.T) {
 	if !strings.Contains(out, "INVALID (") {
 		t.Fatalf("text output of a truncated verify.pem:\n%s", out)
 	}
-	_, _, err = run(ctx, "check", "--jwt-key-dir", dir.Dir(), "--ca", "x")
+	_, _, err = run(ctx, "check", "--jwt-key-dir", dir.Dir(), "--ca-file", "x")
 	requireOneLine(t, err, "not both")
 }
 
@@ -257,8 +257,8 @@ func TestServerMetricsPrefixRenamesJWTSeries(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	serverLog := &testutil.LogBuffer{}
-	done := start(ctx, serverLog, "server", "--log-format", "json", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-		"--tls-cert", crt, "--tls-key", key, "--jwt-key-dir", keys.Dir(),
+	done := start(ctx, serverLog, "server", "--log-format", "json", "--listen", "127.0.0.1:0", "--metrics-bind-address", "127.0.0.1:0",
+		"--cert-file", crt, "--key-file", key, "--jwt-key-dir", keys.Dir(),
 		"--metrics-prefix", "dexaflow", "--metrics-component-label", "listener")
 	metricsAddr := logAttr(t, serverLog, "metrics and health listening", "addr")
 	requireMetric(t, metricsAddr, `dexaflow_jwt_signing_key_info{alg="ES256",kid="`+k.kid+`",listener="jwt_signing"} 1`)
@@ -268,6 +268,12 @@ func TestServerMetricsPrefixRenamesJWTSeries(t *testing.T) {
 	}
 	if strings.Contains(text, "hotcert_jwt_") || strings.Contains(text, "hotcert_tls_") {
 		t.Fatal("series keep the default prefix")
+	}
+	// The label's name is the log key too: listener=agent_grpc on the server's lines.
+	for _, msg := range []string{"TLS certificate loaded", "control plane listening"} {
+		if line := findLine(serverLog.String(), msg); line == nil || line["listener"] != "agent_grpc" || line["component"] != nil {
+			t.Errorf("%q line %v: want listener=agent_grpc (the metrics' component label) and no component key", msg, line)
+		}
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -317,7 +317,7 @@ func (a *Agent) session(ctx context.Context) (established bool, err error) {
 	a.c.connected(info)
 	attrs := []any{"server", a.cfg.Server, "replica", info.replica}
 	if info.peer != nil {
-		attrs = append(attrs, "server_serial", info.peer.SerialNumber.Text(16), "server_sha256", hotcert.FingerprintOf(info.peer).String(),
+		attrs = append(attrs, "server_serial", hotcert.FormatSerial(info.peer.SerialNumber), "server_sha256", hotcert.FingerprintOf(info.peer).String(),
 			"server_issuer", info.peer.Issuer.String())
 	}
 	a.log.Info("connected to control plane", attrs...)

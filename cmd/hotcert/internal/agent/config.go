@@ -4,9 +4,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,6 +96,16 @@ type Config struct {
 	OnEvent               func(Event)
 }
 
+// CheckServerAddress reports whether addr is a control-plane address an agent can
+// dial: host:port with a port. Without one the agent would retry forever.
+func CheckServerAddress(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return fmt.Errorf("%q: want host:port, e.g. %s:9091", addr, strings.Trim(addr, "[]:"))
+	}
+	return nil
+}
+
 func (c *Config) setDefaults() error {
 	switch {
 	case c.Server == "":
@@ -101,6 +114,8 @@ func (c *Config) setDefaults() error {
 		return errors.New("agent: Config.CAFile (the CA bundle) is required")
 	case (c.CertFile == "") != (c.KeyFile == ""):
 		return errors.New("agent: a client certificate needs both CertFile and KeyFile")
+	case CheckServerAddress(c.Server) != nil:
+		return fmt.Errorf("agent: Config.Server %w", CheckServerAddress(c.Server))
 	case c.HeartbeatInterval < 0 || c.HeartbeatTimeout < 0 || c.ConnectTimeout < 0 || c.MinBackoff < 0 || c.MaxBackoff < 0 || c.ReconnectJitter < 0:
 		return errors.New("agent: durations must not be negative")
 	}

@@ -71,7 +71,7 @@ func TestBadServerFilesKeepLastGoodAndCountOnce(t *testing.T) {
 		want := float64(i + 1)
 		testutil.WaitFor(t, tc.name+": one failure counted", func() bool { return r.failures(t) >= want })
 		line := lastLine(r.logs.String(), "TLS certificate reload failed")
-		for _, s := range []string{"listener=agent_grpc", r.certPath(), r.keyPath(), "reason=" + string(tc.reason)} {
+		for _, s := range []string{"component=agent_grpc", r.certPath(), r.keyPath(), "reason=" + string(tc.reason)} {
 			if !strings.Contains(line, s) {
 				t.Fatalf("%s: failure line lacks %q: %s", tc.name, s, line)
 			}

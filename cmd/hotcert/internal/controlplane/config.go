@@ -36,6 +36,10 @@ type Config struct {
 
 	// Component names the certificate in metrics and log lines (default "agent_grpc").
 	Component string
+	// ComponentKey is the log attribute that carries Component on every line, the
+	// reloaders' and the server's own (default "component"). Give it the name of the
+	// metrics' component label (metrics.WithComponentLabel), e.g. "listener".
+	ComponentKey string
 	// Replica names this server for agents and logs (default "controlplane").
 	Replica string
 	// Logger receives the reload lines and stream events (default: discard).
@@ -103,6 +107,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Component == "" {
 		c.Component = DefaultComponent
+	}
+	if c.ComponentKey == "" {
+		c.ComponentKey = "component"
 	}
 	if c.Replica == "" {
 		c.Replica = "controlplane"

@@ -94,7 +94,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	reloaderOpts := func(component string, extra ...hotcert.Option) []hotcert.Option {
-		opts := []hotcert.Option{hotcert.WithComponent(component), hotcert.WithLogger(s.log)}
+		opts := []hotcert.Option{hotcert.WithComponent(component), hotcert.WithComponentLabel(cfg.ComponentKey), hotcert.WithLogger(s.log)}
 		if observer != nil {
 			opts = append(opts, hotcert.WithObserver(observer))
 		}
@@ -257,7 +257,7 @@ func (s *Server) handshakeFailed(remote net.Addr, reason string, err error) {
 	s.mu.Lock()
 	s.failures[reason]++
 	s.mu.Unlock()
-	s.log.Debug("agent TLS handshake failed", "listener", s.cfg.Component, "remote", addrString(remote), "reason", reason, "error", err.Error())
+	s.log.Debug("agent TLS handshake failed", s.cfg.ComponentKey, s.cfg.Component, "remote", addrString(remote), "reason", reason, "error", err.Error())
 	s.emit(Event{Kind: EventHandshakeFailed, Remote: addrString(remote), Reason: reason, Err: err})
 }
 
@@ -289,7 +289,7 @@ func (s *Server) authRejected(remote, agentID, reason string, err error) {
 	s.mu.Lock()
 	s.refused[reason]++
 	s.mu.Unlock()
-	attrs := []any{"listener", s.cfg.Component, "replica", s.cfg.Replica, "remote", remote, "reason", reason, "error", err.Error()}
+	attrs := []any{s.cfg.ComponentKey, s.cfg.Component, "replica", s.cfg.Replica, "remote", remote, "reason", reason, "error", err.Error()}
 	if agentID != "" {
 		attrs = append(attrs, "agent", agentID)
 	}

@@ -212,7 +212,7 @@ func (w *world) startReplica(ctx context.Context, name string, leaf *hotcerttest
 		r.lat = append(r.lat, lat)
 		r.mu.Unlock()
 		w.c.reloads.Add(1)
-		w.tl.Mark(MarkReload, fmt.Sprintf("%s serves serial %s", name, next.Leaf().SerialNumber.Text(16)))
+		w.tl.Mark(MarkReload, fmt.Sprintf("%s serves serial %s", name, hotcert.FormatSerial(next.Leaf().SerialNumber)))
 	})
 	w.wg.Go(func() {
 		defer unsub()

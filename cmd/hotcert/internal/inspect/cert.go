@@ -66,21 +66,9 @@ func DescribeAll(cs []*x509.Certificate) []Certificate {
 	return out
 }
 
-// SerialHex formats a serial number as openssl does: upper-case hex with an even
-// number of digits. (hotcert's log lines print the same number in lower case.)
-func SerialHex(n *big.Int) string {
-	if n == nil {
-		return ""
-	}
-	s := strings.ToUpper(n.Text(16))
-	if n.Sign() < 0 {
-		return s
-	}
-	if len(s)%2 == 1 {
-		s = "0" + s
-	}
-	return s
-}
+// SerialHex formats a serial number as openssl does (upper-case hex, an even
+// number of digits), as hotcert's log lines do: [hotcert.FormatSerial].
+func SerialHex(n *big.Int) string { return hotcert.FormatSerial(n) }
 
 // SANs renders the subject alternative names as openssl does ("DNS:a, IP Address:b").
 func (c Certificate) SANs() string {

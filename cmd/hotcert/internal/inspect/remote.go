@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"time"
 
 	"github.com/hotcert/hotcert"
@@ -110,6 +112,15 @@ func Remote(ctx context.Context, opts RemoteOptions) (*RemoteReport, error) {
 	defer cancel()
 	conn, err := (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", opts.Address)
 	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			why := op.Err
+			var se *os.SyscallError
+			if errors.As(why, &se) {
+				why = se.Err // "connection refused", not "connect: connection refused"
+			}
+			return nil, fmt.Errorf("inspect: %s: cannot connect: %w", opts.Address, why)
+		}
 		return nil, fmt.Errorf("inspect: TLS handshake with %s: %w", opts.Address, err)
 	}
 	st := conn.(*tls.Conn).ConnectionState()

@@ -37,7 +37,8 @@ func WriteRemote(w io.Writer, r *RemoteReport, now time.Time) error {
 	}
 	b := r.Bundle
 	if b == nil {
-		return nil
+		_, err := fmt.Fprintln(w, "ca bundle: none given (--ca-file): the chain was not verified")
+		return err
 	}
 	fmt.Fprintf(w, "ca bundle %s: %d CA(s), each tried on its own\n", b.File, len(b.CAs))
 	for _, ca := range b.CAs {
