@@ -18,81 +18,63 @@
 package metrics
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/internal/reloadmetrics"
 )
 
 // Recorder is a [hotcert.Observer] backed by Prometheus collectors.
 type Recorder struct {
-	reloads  *Reloads
+	reloads  *reloadmetrics.Reloads
 	notAfter *prometheus.GaugeVec
 	caCerts  *prometheus.GaugeVec
 }
 
 var _ hotcert.Observer = (*Recorder)(nil)
 
-// Option configures a [Recorder].
-type Option interface{ apply(*config) }
-
-type optionFunc func(*config)
-
-func (f optionFunc) apply(c *config) { f(c) }
-
-type config struct {
-	prefix, label, success, failure string
+// Option names the series of a [Recorder]. The same options name the JWT key series
+// of package jwtkeys/jwtmetrics: pass one list to both, and one prefix and label
+// cover every hotcert series of a process.
+type Option interface {
+	// ApplyNaming sets the option; it cannot be implemented outside this module.
+	ApplyNaming(*reloadmetrics.Naming)
 }
 
+type optionFunc func(*reloadmetrics.Naming)
+
+// ApplyNaming implements [Option].
+func (f optionFunc) ApplyNaming(n *reloadmetrics.Naming) { f(n) }
+
 // WithPrefix sets the metric name prefix (default "hotcert").
-func WithPrefix(p string) Option { return optionFunc(func(c *config) { c.prefix = p }) }
+func WithPrefix(p string) Option { return optionFunc(func(n *reloadmetrics.Naming) { n.Prefix = p }) }
 
 // WithComponentLabel sets the name of the label that carries the component (default
 // "component").
-func WithComponentLabel(name string) Option { return optionFunc(func(c *config) { c.label = name }) }
+func WithComponentLabel(name string) Option {
+	return optionFunc(func(n *reloadmetrics.Naming) { n.Label = name })
+}
 
 // WithResultValues sets the values of the result label (default "success" and "failure").
 func WithResultValues(success, failure string) Option {
-	return optionFunc(func(c *config) { c.success, c.failure = success, failure })
-}
-
-// Naming is what a set of Options resolves to: the metric name prefix, the name
-// of the component label, and the values of the result label. Other hotcert
-// recorders (package jwtkeys/jwtmetrics) take the same Options through it, so
-// one --metrics-prefix renames every hotcert series.
-type Naming struct {
-	Prefix, Label    string
-	Success, Failure string
-}
-
-// Name returns the full name of the metric named suffix ("tls_cert_reload_total").
-func (n Naming) Name(suffix string) string { return n.Prefix + "_" + suffix }
-
-// Resolve applies opts to the defaults (prefix "hotcert", label "component",
-// results "success" and "failure") and checks the result.
-func Resolve(opts ...Option) (Naming, error) {
-	cfg := config{prefix: "hotcert", label: "component", success: "success", failure: "failure"}
-	for _, o := range opts {
-		o.apply(&cfg)
-	}
-	if cfg.prefix == "" || cfg.label == "" || cfg.success == "" || cfg.failure == "" || cfg.success == cfg.failure {
-		return Naming{}, errors.New("metrics: prefix, label and two distinct result values are required")
-	}
-	return Naming{Prefix: cfg.prefix, Label: cfg.label, Success: cfg.success, Failure: cfg.failure}, nil
+	return optionFunc(func(n *reloadmetrics.Naming) { n.Success, n.Failure = success, failure })
 }
 
 // New creates the collectors and registers them with reg (which may be nil to skip
 // registration, e.g. to register the Recorder itself later as a prometheus.Collector).
 func New(reg prometheus.Registerer, opts ...Option) (*Recorder, error) {
-	n, err := Resolve(opts...)
-	if err != nil {
-		return nil, err
+	n := reloadmetrics.Defaults()
+	for _, o := range opts {
+		o.ApplyNaming(&n)
+	}
+	if err := n.Check(); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	name := n.Name
 	r := &Recorder{
-		reloads: n.Reloads(ReloadSeries{
+		reloads: reloadmetrics.New(n, reloadmetrics.Series{
 			Total:          "tls_cert_reload_total",
 			TotalHelp:      "TLS material reloads by result: one per distinct content change or distinct bad content.",
 			Failures:       "tls_reload_failures_total",

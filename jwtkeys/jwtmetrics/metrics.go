@@ -22,13 +22,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hotcert/hotcert/internal/reloadmetrics"
 	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/metrics"
 )
 
 // Recorder is a jwtkeys.Observer backed by Prometheus collectors.
 type Recorder struct {
-	reloads       *metrics.Reloads
+	reloads       *reloadmetrics.Reloads
 	verifications *prometheus.CounterVec
 	keys, signing *prometheus.GaugeVec
 
@@ -43,13 +44,16 @@ var _ jwtkeys.Observer = (*Recorder)(nil)
 // metrics.WithComponentLabel, metrics.WithResultValues): pass the ones given to
 // metrics.New and the TLS and JWT series share a prefix and label.
 func New(reg prometheus.Registerer, opts ...metrics.Option) (*Recorder, error) {
-	n, err := metrics.Resolve(opts...)
-	if err != nil {
+	n := reloadmetrics.Defaults()
+	for _, o := range opts {
+		o.ApplyNaming(&n)
+	}
+	if err := n.Check(); err != nil {
 		return nil, fmt.Errorf("jwtmetrics: %w", err)
 	}
 	name := n.Name
 	r := &Recorder{
-		reloads: n.Reloads(metrics.ReloadSeries{
+		reloads: reloadmetrics.New(n, reloadmetrics.Series{
 			Total:          "jwt_key_reload_total",
 			TotalHelp:      "JWT key set reloads by result: one per distinct content change or distinct bad content.",
 			Failures:       "jwt_reload_failures_total",
