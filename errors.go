@@ -31,7 +31,7 @@ const (
 
 // Error is returned when content cannot become Material. Its message starts with the
 // input (a file path, or "Secret ns/name key tls.crt") and says what is wrong with it,
-// e.g. "/tls/tls.crt: leaf certificate (CN=api serial=1f) expired at 2026-01-02T00:00:00Z".
+// e.g. "/tls/tls.crt: leaf certificate (CN=api serial=1F) expired at 2026-01-02T00:00:00Z".
 // It never contains key material.
 type Error struct {
 	// Input names where the offending bytes came from.
