@@ -10,12 +10,17 @@ import (
 // Source reads raw TLS content and reports when it may have changed. Implementations
 // live in source/file (kubelet-aware directory watch) and source/kube (Secret and
 // ConfigMap informers); [Compose] joins an identity source and a trust source.
-type Source interface {
+type Source = SourceOf[Content]
+
+// SourceOf is the one source contract of hotcert's reloaders, over the raw content C
+// they read: [Content] for TLS material ([Source]), jwtkeys.Content for JWT keys
+// (jwtkeys.Source).
+type SourceOf[C any] interface {
 	// Read returns the current content. It may be called concurrently with Watch.
 	// Errors should be [*Error] values naming the input.
-	Read(ctx context.Context) (Content, error)
+	Read(ctx context.Context) (C, error)
 	// Watch blocks until ctx is done, calling changed whenever the content may have
-	// changed. Spurious calls are fine (the Reloader deduplicates by content hash);
+	// changed. Spurious calls are fine (the reloader deduplicates by content hash);
 	// missed ones are not, so a watch error must never end watching. It returns nil
 	// once ctx is done, or an error if watching cannot start at all.
 	Watch(ctx context.Context, changed func()) error

@@ -5,23 +5,15 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/hotcert/hotcert"
 )
 
-// Source reads raw key content and reports when it may have changed. It has the
-// shape of hotcert.Source: the jwtfile and jwtkube packages implement it for a
-// kubelet-projected directory and for one Kubernetes Secret, [MemorySource] for
-// programs and tests.
-type Source interface {
-	// Read returns the current content. It may be called concurrently with Watch.
-	// Errors should be *hotcert.Error values naming the input.
-	Read(ctx context.Context) (Content, error)
-	// Watch blocks until ctx is done, calling changed whenever the content may have
-	// changed. Spurious calls are fine (content is deduplicated by hash); missed ones
-	// are not. It returns nil once ctx is done, or an error if watching cannot start.
-	Watch(ctx context.Context, changed func()) error
-	// String describes the source for logs.
-	String() string
-}
+// Source reads raw key content and reports when it may have changed: hotcert's one
+// source contract (hotcert.SourceOf) over key [Content]. The jwtfile and jwtkube
+// packages implement it for a kubelet-projected directory and for one Kubernetes
+// Secret, [MemorySource] for programs and tests.
+type Source = hotcert.SourceOf[Content]
 
 // Verifier checks tokens. [KeySet] implements it; a gRPC or HTTP middleware should
 // depend on this interface only.
