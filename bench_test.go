@@ -87,8 +87,8 @@ func BenchmarkNonAtomicWriteToServe(b *testing.B) {
 		want := hotcert.FingerprintOf(next.Cert)
 		write(crt, next.ChainPEM)
 		time.Sleep(5 * time.Millisecond)
+		wrote := time.Now() // the last write starts
 		write(key, next.KeyPEM)
-		wrote := time.Now()
 		deadline := wrote.Add(10 * time.Second)
 		for r.Current().LeafFingerprint() != want {
 			if time.Now().After(deadline) {
