@@ -10,7 +10,6 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/pem"
 	"fmt"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -104,43 +103,13 @@ func publicKey(input string, pub crypto.PublicKey) (*key, error) {
 	return k, nil
 }
 
-// parseSigningKey parses the one PEM private key of in.
+// parseSigningKey parses the one PEM private key of in, with hotcert's PEM grammar
+// (hotcert.ParsePrivateKey: text outside blocks ignored, parameter blocks skipped,
+// exactly one unencrypted private key).
 func parseSigningKey(in hotcert.Input) (*key, error) {
-	blocks, err := pemBlocks(in)
+	signer, err := hotcert.ParsePrivateKey(in)
 	if err != nil {
 		return nil, err
-	}
-	switch len(blocks) {
-	case 0:
-		return nil, &hotcert.Error{Input: in.Name, Reason: hotcert.ReasonEmpty, Detail: "holds no PEM private key"}
-	case 1:
-	default:
-		return nil, &hotcert.Error{Input: in.Name, Reason: hotcert.ReasonPEM,
-			Detail: fmt.Sprintf("holds %d PEM blocks: a signing key file holds exactly one private key", len(blocks))}
-	}
-	b := blocks[0]
-	var (
-		priv any
-		perr error
-	)
-	switch b.Type {
-	case "PRIVATE KEY":
-		priv, perr = x509.ParsePKCS8PrivateKey(b.Bytes)
-	case "EC PRIVATE KEY":
-		priv, perr = x509.ParseECPrivateKey(b.Bytes)
-	case "RSA PRIVATE KEY":
-		priv, perr = x509.ParsePKCS1PrivateKey(b.Bytes)
-	default:
-		return nil, &hotcert.Error{Input: in.Name, Reason: hotcert.ReasonPEM,
-			Detail: fmt.Sprintf("PEM block of type %q is not a private key (want PRIVATE KEY, EC PRIVATE KEY or RSA PRIVATE KEY)", b.Type)}
-	}
-	if perr != nil {
-		// The x509 parse errors describe the structure, never the key's bytes.
-		return nil, &hotcert.Error{Input: in.Name, Reason: hotcert.ReasonParse, Detail: "private key does not parse", Err: perr}
-	}
-	signer, ok := priv.(crypto.Signer)
-	if !ok {
-		return nil, &hotcert.Error{Input: in.Name, Reason: hotcert.ReasonParse, Detail: fmt.Sprintf("key type %T cannot sign", priv)}
 	}
 	k, err := publicKey(in.Name, signer.Public())
 	if err != nil {
@@ -150,24 +119,20 @@ func parseSigningKey(in hotcert.Input) (*key, error) {
 	return k, nil
 }
 
-// parseVerificationKeys parses every PEM "PUBLIC KEY" block of in, in order. An
-// absent input or one holding only whitespace has no keys.
+// parseVerificationKeys parses every public key of in, in order, with hotcert's PEM
+// grammar (hotcert.ParsePublicKeys: every block must be a public key that parses, so
+// a truncated last key is an error, not a silently shorter list). Input holding
+// only whitespace has no keys.
 func parseVerificationKeys(in hotcert.Input) ([]*key, error) {
-	blocks, err := pemBlocks(in)
+	if len(bytes.TrimSpace(in.Data)) == 0 {
+		return nil, nil
+	}
+	pubs, err := hotcert.ParsePublicKeys(in)
 	if err != nil {
 		return nil, err
 	}
-	keys := make([]*key, 0, len(blocks))
-	for i, b := range blocks {
-		if b.Type != "PUBLIC KEY" {
-			return nil, &hotcert.Error{Input: in.Name, Reason: hotcert.ReasonPEM,
-				Detail: fmt.Sprintf("PEM block %d is of type %q, want PUBLIC KEY", i+1, b.Type)}
-		}
-		pub, err := x509.ParsePKIXPublicKey(b.Bytes)
-		if err != nil {
-			return nil, &hotcert.Error{Input: in.Name, Reason: hotcert.ReasonParse,
-				Detail: fmt.Sprintf("public key %d does not parse", i+1), Err: err}
-		}
+	keys := make([]*key, 0, len(pubs))
+	for i, pub := range pubs {
 		k, err := publicKey(fmt.Sprintf("%s (public key %d)", in.Name, i+1), pub)
 		if err != nil {
 			return nil, err
@@ -175,30 +140,4 @@ func parseVerificationKeys(in hotcert.Input) ([]*key, error) {
 		keys = append(keys, k)
 	}
 	return keys, nil
-}
-
-// pemBlocks decodes every PEM block of in and rejects anything else: text before,
-// between or after blocks (pem.Decode would silently skip it, and a truncated last
-// block would silently vanish), and encrypted blocks.
-func pemBlocks(in hotcert.Input) ([]*pem.Block, error) {
-	var blocks []*pem.Block
-	rest := bytes.TrimSpace(in.Data)
-	for len(rest) > 0 {
-		if !bytes.HasPrefix(rest, []byte("-----BEGIN ")) {
-			return nil, &hotcert.Error{Input: in.Name, Reason: hotcert.ReasonPEM,
-				Detail: fmt.Sprintf("unexpected text where PEM block %d should begin", len(blocks)+1)}
-		}
-		b, r := pem.Decode(rest)
-		if b == nil {
-			return nil, &hotcert.Error{Input: in.Name, Reason: hotcert.ReasonPEM,
-				Detail: fmt.Sprintf("PEM block %d is malformed or truncated", len(blocks)+1)}
-		}
-		if len(b.Headers) > 0 {
-			return nil, &hotcert.Error{Input: in.Name, Reason: hotcert.ReasonPEM,
-				Detail: fmt.Sprintf("PEM block %d has headers (an encrypted key?): keys must be unencrypted", len(blocks)+1)}
-		}
-		blocks = append(blocks, b)
-		rest = bytes.TrimSpace(r)
-	}
-	return blocks, nil
 }

@@ -24,9 +24,12 @@ type Material struct {
 //   - the signing key is one unencrypted PEM private key of a supported type and
 //     size (ECDSA P-256, RSA ≥ 2048 bits, Ed25519), each HS256 secret is base64 of at
 //     least 32 bytes;
-//   - every PEM block of VerificationKeys is a supported public key, and nothing but
-//     whitespace surrounds the blocks (a truncated last key is an error, not a
-//     silently shorter list).
+//   - every PEM block of VerificationKeys is a supported public key (a truncated
+//     last key is an error, not a silently shorter list).
+//
+// PEM follows hotcert's one grammar (see hotcert.DecodePEM): text outside blocks is
+// ignored, every BEGIN block must parse, parameter blocks such as the EC PARAMETERS
+// block `openssl ecparam -genkey` writes are skipped.
 //
 // Every error is a *hotcert.Error naming the input; none contains key material.
 // `hotcert check`-style tools can call it on files before installing them.

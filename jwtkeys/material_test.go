@@ -34,8 +34,8 @@ func TestValidate(t *testing.T) {
 		{"truncated signing key", sk(hotcerttest.Truncate(ec.private)), hotcert.ReasonPEM, "signing.key"},
 		{"two private keys", sk(append(append([]byte{}, ec.private...), ec2.private...)), hotcert.ReasonPEM, "signing.key"},
 		{"public key as signing key", sk(ec.public), hotcert.ReasonPEM, "signing.key"},
-		{"text before the key", sk(append([]byte("key:\n"), ec.private...)), hotcert.ReasonPEM, "signing.key"},
-		{"encrypted key", sk([]byte("-----BEGIN PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,00\n\nAAAA\n-----END PRIVATE KEY-----\n")), hotcert.ReasonPEM, "signing.key"},
+		{"encrypted key", sk([]byte("-----BEGIN PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,00\n\nAAAA\n-----END PRIVATE KEY-----\n")), hotcert.ReasonParse, "signing.key"},
+		{"BEGIN inside a line", sk(append([]byte("key: "), ec.private...)), hotcert.ReasonPEM, "signing.key"},
 		{"P-384", sk(p384.KeyPEM), hotcert.ReasonParse, "signing.key"},
 		{"RSA 1024", sk(rsa1024.KeyPEM), hotcert.ReasonWeakKey, "signing.key"},
 		{"garbage DER", sk([]byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")), hotcert.ReasonParse, "signing.key"},
@@ -43,7 +43,7 @@ func TestValidate(t *testing.T) {
 		{"truncated second verification key", withVerify(append(append([]byte{}, ec2.public...), hotcerttest.Truncate(ec.public)...)), hotcert.ReasonPEM, "verify.pem"},
 		{"certificate in verify.pem", withVerify(p384.CertPEM), hotcert.ReasonPEM, "verify.pem"},
 		{"private key in verify.pem", withVerify(ec2.private), hotcert.ReasonPEM, "verify.pem"},
-		{"text between keys", withVerify([]byte(string(ec2.public) + "junk\n" + string(ec.public))), hotcert.ReasonPEM, "verify.pem"},
+		{"only text in verify.pem", withVerify([]byte("keys go here\n")), hotcert.ReasonEmpty, "verify.pem"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Validate(tc.c)
@@ -74,6 +74,11 @@ func TestValidate(t *testing.T) {
 		"PKCS#8 Ed25519":     {sk(edLeaf.KeyPEM), EdDSA},
 		"empty verify.pem":   {withVerify([]byte("\n")), ES256},
 		"signer also listed": {withVerify(append(append([]byte{}, ec.public...), ec2.public...)), ES256},
+		// hotcert's one PEM grammar: text outside blocks is ignored, parameter blocks
+		// are skipped (openssl ecparam -genkey writes EC PARAMETERS before the key).
+		"text before the key": {sk(append([]byte("key:\n"), ec.private...)), ES256},
+		"openssl ecparam key": {sk(append([]byte("-----BEGIN EC PARAMETERS-----\nBggqhkjOPQMBBw==\n-----END EC PARAMETERS-----\n"), sec1...)), ES256},
+		"text between keys":   {withVerify([]byte(string(ec2.public) + "junk\n" + string(ec.public))), ES256},
 	} {
 		m, err := Validate(tc.c)
 		if err != nil {
