@@ -259,6 +259,6 @@ func (ks *KeySet) expire() {
 	ks.cfg.observer.ObserveKeys(ks.cfg.reload.Component, ks.info(st))
 }
 
-func (ks *KeySet) attrs() []any {
-	return append([]any{"component", ks.cfg.reload.Component}, ks.cfg.reload.LogAttrs...)
-}
+// attrs are the attributes every line starts with: the component under the shared
+// log key (hotcert.WithComponentLabel), then hotcert.WithLogAttrs' attributes.
+func (ks *KeySet) attrs() []any { return ks.cfg.reload.Attrs() }

@@ -20,11 +20,11 @@ func (tlsSource) String() string                                  { return "fixe
 
 // TestOneOptionListConfiguresBothReloaders gives the same reload options to a TLS
 // Reloader and a KeySet: both log under the one component with the one extra
-// attribute, through the one logger.
+// attribute under the one log key, through the one logger.
 func TestOneOptionListConfiguresBothReloaders(t *testing.T) {
 	logs := &testutil.LogBuffer{}
 	shared := []hotcert.ReloadOption{
-		hotcert.WithComponent("agent_grpc"),
+		hotcert.WithComponent("agent_grpc"), hotcert.WithComponentLabel("listener"),
 		hotcert.WithLogger(slog.New(slog.NewTextHandler(logs, nil))),
 		hotcert.WithLogAttrs("replica", "r1"),
 		hotcert.WithSettle(0), hotcert.WithPollInterval(0), hotcert.WithInitialWait(0),
@@ -51,7 +51,7 @@ func TestOneOptionListConfiguresBothReloaders(t *testing.T) {
 		t.Fatalf("want one load line from each reloader, got:\n%s", logs)
 	}
 	for _, l := range lines {
-		if !strings.Contains(l, "component=agent_grpc") || !strings.Contains(l, "replica=r1") {
+		if !strings.Contains(l, "listener=agent_grpc") || !strings.Contains(l, "replica=r1") || strings.Contains(l, "component=") {
 			t.Errorf("line lacks the shared component or attribute: %s", l)
 		}
 	}
