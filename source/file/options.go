@@ -21,6 +21,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 // mechanism a Set runs.
 type config struct {
 	certPath, keyPath, caPath string
+	bundlePath                string // a credential bundle: key and chain in one file
 	maxSize                   int64
 	rewatch                   time.Duration
 	logger                    *slog.Logger
@@ -30,6 +31,16 @@ type config struct {
 // private key.
 func WithKeyPair(certPath, keyPath string) Option {
 	return optionFunc(func(c *config) { c.certPath, c.keyPath = certPath, keyPath })
+}
+
+// WithCredentialBundle reads the identity from one file holding a PEM private key
+// and its certificate chain (leaf first), in either order: the credential bundle a
+// Kubernetes podCertificate projected volume writes at its credentialBundlePath (the
+// key, then the chain). It replaces [WithKeyPair]; for the volume's separate
+// keyPath and certificateChainPath files use WithKeyPair(certificateChainPath,
+// keyPath).
+func WithCredentialBundle(path string) Option {
+	return optionFunc(func(c *config) { c.bundlePath = path })
 }
 
 // WithCA reads the trust bundle (one or more PEM CA certificates) from path, which may

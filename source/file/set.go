@@ -35,14 +35,15 @@ type Set struct {
 }
 
 // NewSet returns a Set of files. [WithMaxSize], [WithRewatchInterval] and
-// [WithLogger] apply; [WithKeyPair] and [WithCA] configure a Source, not a Set.
+// [WithLogger] apply; [WithKeyPair], [WithCredentialBundle] and [WithCA] configure a
+// Source, not a Set.
 func NewSet(files []File, opts ...Option) (*Set, error) {
 	c := defaults()
 	for _, o := range opts {
 		o.apply(&c)
 	}
-	if c.certPath != "" || c.keyPath != "" || c.caPath != "" {
-		return nil, errors.New("file: WithKeyPair and WithCA configure a Source, not a Set")
+	if c.certPath != "" || c.keyPath != "" || c.caPath != "" || c.bundlePath != "" {
+		return nil, errors.New("file: WithKeyPair, WithCredentialBundle and WithCA configure a Source, not a Set")
 	}
 	return newSet(files, c)
 }

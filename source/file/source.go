@@ -11,13 +11,14 @@ import (
 
 // Source reads TLS material from files. Create it with [New].
 type Source struct {
-	certPath, keyPath, caPath string
-	files                     *Set // certPath, keyPath, caPath, in this order
+	certPath, keyPath, caPath, bundlePath string
+	files                                 *Set // certPath, keyPath, caPath, bundlePath, in this order
 }
 
 var _ hotcert.Source = (*Source)(nil)
 
-// New returns a file source. It needs [WithKeyPair], [WithCA], or both. New does not
+// New returns a file source. It needs an identity ([WithKeyPair] or
+// [WithCredentialBundle]), a trust bundle ([WithCA]), or both. New does not
 // read the files: hotcert.New does the first load and fails fast on a missing or
 // invalid file.
 func New(opts ...Option) (*Source, error) {
@@ -28,14 +29,16 @@ func New(opts ...Option) (*Source, error) {
 	switch {
 	case (c.certPath == "") != (c.keyPath == ""):
 		return nil, errors.New("file: a certificate needs its key and a key its certificate")
-	case c.certPath == "" && c.caPath == "":
-		return nil, errors.New("file: nothing to read: give a key pair, a CA bundle, or both")
+	case c.certPath != "" && c.bundlePath != "":
+		return nil, errors.New("file: give a key pair or a credential bundle, not both")
+	case c.certPath == "" && c.bundlePath == "" && c.caPath == "":
+		return nil, errors.New("file: nothing to read: give a key pair or a credential bundle, a CA bundle, or both")
 	}
-	set, err := newSet([]File{{Path: c.certPath}, {Path: c.keyPath}, {Path: c.caPath}}, c)
+	set, err := newSet([]File{{Path: c.certPath}, {Path: c.keyPath}, {Path: c.caPath}, {Path: c.bundlePath}}, c)
 	if err != nil {
 		return nil, err
 	}
-	return &Source{certPath: c.certPath, keyPath: c.keyPath, caPath: c.caPath, files: set}, nil
+	return &Source{certPath: c.certPath, keyPath: c.keyPath, caPath: c.caPath, bundlePath: c.bundlePath, files: set}, nil
 }
 
 // Read implements [hotcert.Source]. Every file is read from one kubelet generation
@@ -47,7 +50,13 @@ func (s *Source) Read(context.Context) (hotcert.Content, error) {
 	if err != nil {
 		return hotcert.Content{}, err
 	}
-	return hotcert.Content{Cert: ins[0], Key: ins[1], CA: ins[2], Source: s.String()}, nil
+	c := hotcert.Content{Cert: ins[0], Key: ins[1], CA: ins[2], Source: s.String()}
+	if s.bundlePath != "" {
+		if c.Cert, c.Key, err = splitCredentialBundle(ins[3]); err != nil {
+			return hotcert.Content{}, err
+		}
+	}
+	return c, nil
 }
 
 // Watch implements [hotcert.Source]; see [Set.Watch].
@@ -59,6 +68,9 @@ func (s *Source) String() string {
 	b.WriteString("files")
 	if s.certPath != "" {
 		fmt.Fprintf(&b, " cert=%s key=%s", s.certPath, s.keyPath)
+	}
+	if s.bundlePath != "" {
+		fmt.Fprintf(&b, " credential-bundle=%s", s.bundlePath)
 	}
 	if s.caPath != "" {
 		fmt.Fprintf(&b, " ca=%s", s.caPath)
