@@ -31,14 +31,25 @@ rotation of the key agent tokens are signed with, and a graceful reconnect that
 drains agents onto a renewed certificate over a window. Files change the way the
 kubelet changes a mounted Secret. Agents authenticate with bearer tokens throughout.
 
+Replicas move agents onto a new server certificate with the graceful reconnect
+(each stream ends cleanly at a random time within the drain window). A change of
+the agents' CA bundle takes effect on their next connection, so those phases force
+a reconnect (the demo drops every connection, as a control-plane restart would);
+the summary, the table and the timeline say which phase did which.
+
 Invariants, checked in every phase: no failed TLS handshake, no stream drop the demo
 did not cause, no agent token refused; the botched certificate is never served and
 is logged and counted once; after the signing-key rotation every agent holds a token
 of the new key and tokens of the removed key are refused. It prints a summary per
-phase, writes timeline.svg and demo.log, and exits non-zero naming any broken
-invariant.`,
+phase, writes timeline.svg (which certificate each agent was served and which CAs it
+trusts, over time) and demo.log (in the --log-format and --log-level given), and
+exits non-zero naming any broken invariant. Interrupted (Ctrl-C), it reports only
+the phases that finished.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := g.logger(); err != nil { // a bad --log-format is a startup error
+				return err
+			}
 			if out == "" {
 				dir, err := os.MkdirTemp("", "hotcert-demo-")
 				if err != nil {
@@ -62,6 +73,7 @@ invariant.`,
 			_, err = demo.Run(cmd.Context(), demo.Config{
 				Out: abs, Agents: agents, Replicas: replicas, Short: short, Break: b,
 				Stdout: g.stdout, Terminal: isTerminal(g.stdout), PhaseTimeout: timeout,
+				NewLogger: g.log.Logger, // demo.log in --log-format and --log-level
 			})
 			return err
 		},

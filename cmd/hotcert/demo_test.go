@@ -15,9 +15,18 @@ func TestDemoCommand(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	out := t.TempDir()
-	stdout, _, err := run(ctx, "demo", "--short", "--agents", "8", "--out", out)
+	stdout, _, err := run(ctx, "demo", "--short", "--agents", "8", "--out", out, "--log-format", "json", "--log-level", "debug")
 	if err != nil {
 		t.Fatalf("hotcert demo failed: %v\n%s", err, stdout)
+	}
+	// demo.log follows --log-format and --log-level.
+	logs, err := os.ReadFile(filepath.Join(out, "demo.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(logs), "\n")
+	if !strings.HasPrefix(first, "{") || !strings.Contains(string(logs), `"level":"DEBUG"`) {
+		t.Fatalf("demo.log is not JSON at debug level: %s", first)
 	}
 	if !strings.Contains(stdout, "every invariant held") {
 		t.Fatalf("no verdict in the output:\n%s", stdout)
@@ -32,4 +41,6 @@ func TestDemoCommand(t *testing.T) {
 	}
 	_, _, err = run(ctx, "demo", "--agents", "0")
 	requireOneLine(t, err, "--agents")
+	_, _, err = run(ctx, "demo", "--log-format", "xml")
+	requireOneLine(t, err, "--log-format")
 }

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"io"
+	"log/slog"
 	"time"
 )
 
@@ -37,6 +38,9 @@ type Config struct {
 	Terminal bool
 	// PhaseTimeout bounds the wait for agents to settle in each phase (default 60s).
 	PhaseTimeout time.Duration
+	// NewLogger returns the logger of the replicas and agents, writing demo.log to w
+	// (default: text at info level). The CLI passes --log-format and --log-level.
+	NewLogger func(w io.Writer) (*slog.Logger, error)
 }
 
 func (c *Config) defaults() {
@@ -51,5 +55,8 @@ func (c *Config) defaults() {
 	}
 	if c.PhaseTimeout <= 0 {
 		c.PhaseTimeout = 60 * time.Second
+	}
+	if c.NewLogger == nil {
+		c.NewLogger = func(w io.Writer) (*slog.Logger, error) { return slog.New(slog.NewTextHandler(w, nil)), nil }
 	}
 }

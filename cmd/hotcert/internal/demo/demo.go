@@ -24,6 +24,11 @@ type PhaseResult struct {
 	UnexpectedDrops int64  // stream drops the demo did not cause
 	Rejected        uint64 // connection attempts refused for the agent's token
 	Reloads         uint64 // certificates reloaded by replicas
+	BundleReloads   uint64 // CA bundles reloaded by agents
+	Refused         uint64 // reloads refused (replicas and agents), the last good material kept
+	Moves           string // how agents were moved onto the new material: graceful drain or forced reconnect
+	Forced          uint64 // streams the demo dropped on purpose (forced reconnects)
+	Drained         uint64 // streams a replica ended cleanly to move its agent (graceful reconnect)
 	ReloadP50       time.Duration
 	ReloadP99       time.Duration
 	Err             error
@@ -33,6 +38,7 @@ type PhaseResult struct {
 type Result struct {
 	Phases   []PhaseResult
 	Broken   []string // broken invariants; empty when the run is good
+	NotRun   []string // phases an interruption left out: nothing was checked in them
 	Spread   string   // what the graceful reconnect measured
 	Tokens   string   // what the signing-key rotation measured
 	Timeline string   // path of the SVG
@@ -47,6 +53,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	p := newProgress(cfg.Stdout, cfg.Terminal)
 	p.linef("hotcert demo: %d control-plane replicas, %d agents, files in %s", cfg.Replicas, cfg.Agents, cfg.Out)
+	p.linef("building a local PKI (two CAs, server certificates) and agent-token signing keys…")
 
 	oldCA := hotcerttest.MustNewCA(hotcerttest.WithCommonName("hotcert demo CA 2025"))
 	newCA := hotcerttest.MustNewCA(hotcerttest.WithCommonName("hotcert demo CA 2026"))
@@ -55,10 +62,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.linef("starting %d replicas and %d agents in this process (gRPC over loopback)…", cfg.Replicas, cfg.Agents)
 	w, err := newWorld(cfg, oldCA, first, signing)
 	if err != nil {
 		return nil, err
 	}
+	w.nameCA(newCA)
 	res := &Result{Timeline: filepath.Join(cfg.Out, "timeline.svg"), Log: filepath.Join(cfg.Out, "demo.log")}
 	defer w.close()
 	if err := w.writePEM("pki/ca-2026.crt", newCA.CertPEM); err != nil {
@@ -80,7 +89,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			case <-t.C:
 			}
 			n := w.connected()
-			w.tl.Sample(n, w.c.connects.Load(), w.c.handshakeFails.Load())
+			w.sample()
 			phaseMu.Lock()
 			name := phaseName
 			phaseMu.Unlock()
@@ -95,7 +104,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.Broken = append(res.Broken, fmt.Sprintf("only %d of %d agents connected at start", w.connected(), len(w.agents)))
 	}
 	w.hold(ctx)
-	for _, ph := range s.phases() {
+	phases := s.phases()
+	for _, ph := range phases {
 		if ctx.Err() != nil {
 			break
 		}
@@ -104,6 +114,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		phaseMu.Unlock()
 		pr := s.play(ctx, ph)
 		w.hold(ctx) // a steady state between rotations, visible on the timeline
+		if ctx.Err() != nil {
+			break // interrupted: the phase did not finish, so nothing of it was checked
+		}
 		res.Phases = append(res.Phases, pr)
 		p.linef("%-32s %s", ph.name, verdict(pr))
 		if ph.safe {
@@ -119,6 +132,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	stopSampling()
 	sampler.Wait()
 	p.clear()
+	for _, ph := range phases[len(res.Phases):] {
+		res.NotRun = append(res.NotRun, ph.name)
+	}
 
 	if err := writeTimeline(w.tl, res.Timeline, cfg); err != nil {
 		return res, err
@@ -141,7 +157,7 @@ func (s *story) play(ctx context.Context, ph phase) PhaseResult {
 	start := time.Now()
 	connects, fails, aborted := w.c.connects.Load(), w.c.handshakeFails.Load(), w.c.aborted.Load()
 	drops, forced, reloads := w.c.drops.Load(), w.c.forcedDrops.Load(), w.c.reloads.Load()
-	rejected := w.c.unauthenticated.Load()
+	rejected, bundles, refused, drained := w.c.unauthenticated.Load(), w.c.bundleReloads.Load(), w.refusals(), w.c.drained.Load()
 	lats := len(w.latencies())
 	err := ph.run(ctx)
 	pr := PhaseResult{
@@ -153,6 +169,11 @@ func (s *story) play(ctx context.Context, ph phase) PhaseResult {
 		UnexpectedDrops: int64(w.c.drops.Load()-drops) - int64(w.c.forcedDrops.Load()-forced),
 		Reloads:         w.c.reloads.Load() - reloads,
 		Rejected:        w.c.unauthenticated.Load() - rejected,
+		BundleReloads:   w.c.bundleReloads.Load() - bundles,
+		Refused:         w.refusals() - refused,
+		Moves:           ph.moves,
+		Forced:          w.c.forcedDrops.Load() - forced,
+		Drained:         w.c.drained.Load() - drained,
 		Err:             err,
 	}
 	if pr.UnexpectedDrops < 0 {
@@ -188,7 +209,14 @@ func verdict(pr PhaseResult) string {
 	if b := brokenIn(pr); len(b) > 0 {
 		return "BROKEN: " + strings.Join(b, "; ")
 	}
-	return fmt.Sprintf("ok (%d handshakes, 0 failed, 0 tokens refused, %s)", pr.Handshakes, pr.Duration.Round(10*time.Millisecond))
+	var moved []string
+	if pr.Forced > 0 {
+		moved = append(moved, fmt.Sprintf("%d forced reconnects (the demo dropped every connection)", pr.Forced))
+	}
+	if pr.Drained > 0 || pr.Forced == 0 {
+		moved = append(moved, fmt.Sprintf("%d moved by graceful drain", pr.Drained))
+	}
+	return fmt.Sprintf("ok (%d handshakes, 0 failed, 0 unexpected drops, 0 tokens refused; %s; %s)", pr.Handshakes, strings.Join(moved, ", then "), pr.Duration.Round(10*time.Millisecond))
 }
 
 func writeTimeline(tl *Timeline, path string, cfg Config) error {

@@ -2,6 +2,8 @@ package demo
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +16,8 @@ func run(t *testing.T, b Break) (*Result, string, error) {
 	var out strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	res, err := Run(ctx, Config{Out: t.TempDir(), Agents: 10, Short: true, Break: b, Stdout: &out, PhaseTimeout: 30 * time.Second})
+	res, err := Run(ctx, Config{Out: t.TempDir(), Agents: 10, Short: true, Break: b, Stdout: &out, PhaseTimeout: 30 * time.Second,
+		NewLogger: func(w io.Writer) (*slog.Logger, error) { return slog.New(slog.NewJSONHandler(w, nil)), nil }})
 	return res, out.String(), err
 }
 
@@ -38,6 +41,28 @@ func TestDemoHoldsEveryInvariant(t *testing.T) {
 	if res.Phases[0].Reloads != 2 || res.Phases[2].Reloads != 2 {
 		t.Errorf("each replica must reload once per server-certificate rotation: %d, %d", res.Phases[0].Reloads, res.Phases[2].Reloads)
 	}
+	// How agents moved, on both sides: server certificates by graceful drain, CA
+	// bundles by a forced reconnect, each agent reloading its bundle once.
+	for _, i := range []int{0, 2, 6} {
+		if ph := res.Phases[i]; ph.Moves != movesDrain || ph.Forced != 0 || ph.Drained != 10 {
+			t.Errorf("%s: moved by %q, %d forced drops, %d drained; want a graceful drain of all 10 agents, none forced", ph.Name, ph.Moves, ph.Forced, ph.Drained)
+		}
+	}
+	for _, i := range []int{1, 3} {
+		if ph := res.Phases[i]; ph.Moves != movesForced || ph.Forced == 0 || ph.BundleReloads != 10 || ph.Reloads != 0 {
+			t.Errorf("%s: moved by %q, %d forced drops, %d bundle reloads, %d server reloads; want forced, each agent reloading its bundle once",
+				ph.Name, ph.Moves, ph.Forced, ph.BundleReloads, ph.Reloads)
+		}
+	}
+	if ph := res.Phases[4]; ph.Refused != 1 {
+		t.Errorf("%s: %d refused reloads, want 1", ph.Name, ph.Refused)
+	}
+	for _, want := range []string{"agents moved by", "forced drops", "reloads (replicas/agents)", "refused reloads", "forced reconnect = the demo drops every connection"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+	requireTimelineShowsEveryPhase(t, res)
 	if !strings.Contains(out, "every invariant held") {
 		t.Errorf("summary lacks the verdict:\n%s", out)
 	}
@@ -55,11 +80,11 @@ func TestDemoHoldsEveryInvariant(t *testing.T) {
 		t.Errorf("timeline missing or incomplete: %v", err)
 	}
 	logs, err := os.ReadFile(filepath.Join(filepath.Dir(res.Timeline), "demo.log"))
-	if err != nil || strings.Count(string(logs), `msg="TLS certificate reload failed"`) != 1 {
+	if err != nil || strings.Count(string(logs), `"msg":"TLS certificate reload failed"`) != 1 {
 		t.Errorf("want exactly one reload-failure line in the log (the botched rotation): %v", err)
 	}
 	// Every replica logged the rotation once, with the new and the previous kid.
-	if n := strings.Count(string(logs), `msg="JWT signing key rotated"`); n != 2 {
+	if n := strings.Count(string(logs), `"msg":"JWT signing key rotated"`); n != 2 {
 		t.Errorf("%d \"JWT signing key rotated\" lines, want one per replica", n)
 	}
 	if strings.Contains(string(logs), "PRIVATE KEY") || strings.Contains(string(logs), "eyJ") {
@@ -78,4 +103,123 @@ func TestDemoReportsAnUnsafeRotation(t *testing.T) {
 	if res == nil || len(res.Broken) == 0 || !strings.Contains(out, "BROKEN") {
 		t.Fatalf("summary does not show the broken invariant:\n%s", out)
 	}
+}
+
+// requireTimelineShowsEveryPhase reads timeline.svg back: every phase has its mark
+// and the marks of what happened in it (server reloads, bundle reloads, drains,
+// forced reconnects, the refusal, the signing-key steps), and the bands show every
+// certificate served and every CA set trusted.
+func requireTimelineShowsEveryPhase(t *testing.T, res *Result) {
+	t.Helper()
+	svg, err := os.ReadFile(res.Timeline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	els := parseSVG(t, string(svg))
+	marks := map[string]map[MarkKind]int{}
+	bands := map[string]bool{}
+	for _, e := range els {
+		if kind, ok := strings.CutPrefix(e.Class, "mark "); ok {
+			if marks[e.Phase] == nil {
+				marks[e.Phase] = map[MarkKind]int{}
+			}
+			marks[e.Phase][MarkKind(kind)]++
+		}
+		if strings.HasPrefix(e.Class, "band ") {
+			bands[e.Class+": "+e.Label] = true
+		}
+	}
+	for _, ph := range res.Phases {
+		m := marks[ph.Name]
+		if m[MarkPhase] != 1 {
+			t.Errorf("timeline: phase %q has %d phase marks, want 1", ph.Name, m[MarkPhase])
+		}
+		want := map[MarkKind]int{}
+		if ph.Reloads > 0 {
+			want[MarkReload] = int(ph.Reloads)
+		}
+		if ph.BundleReloads > 0 {
+			want[MarkBundleReload] = int(ph.BundleReloads)
+		}
+		if ph.Refused > 0 {
+			want[MarkFailure] = int(ph.Refused)
+		}
+		if strings.Contains(ph.Moves, "drain") {
+			want[MarkDrain] = 1
+		}
+		if strings.Contains(ph.Moves, "forced") {
+			want[MarkForced] = 1
+		}
+		if ph.Name == "rotate JWT signing key" {
+			want[MarkKeys] = 3
+		}
+		for kind, n := range want {
+			if m[kind] < n {
+				t.Errorf("timeline: phase %q has %d %s marks, want at least %d", ph.Name, m[kind], kind, n)
+			}
+		}
+		if ph.Moves == movesDrain && m[MarkForced] != 0 {
+			t.Errorf("timeline: phase %q moved agents by drain but shows %d forced reconnects", ph.Name, m[MarkForced])
+		}
+	}
+	for _, want := range []string{"band served: cert 1 (CA 2025)", "band served: cert 3 (CA 2026)", "band trusted: trusts CA 2025",
+		"band trusted: trusts CA 2025 + CA 2026", "band trusted: trusts CA 2026"} {
+		if !bands[want] {
+			t.Errorf("timeline lacks the %s (has %v)", want, bands)
+		}
+	}
+	for b := range bands {
+		if strings.Contains(b, "cert 4 ") { // cert 4 is the botched one: never served
+			t.Errorf("timeline shows the botched certificate served: %s", b)
+		}
+	}
+}
+
+// A demo interrupted after its first phase claims only what it checked, and says
+// so; its first line comes before any work (nothing in --out yet).
+func TestInterruptedDemoClaimsOnlyWhatItChecked(t *testing.T) {
+	out := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := &watchWriter{dir: out, cancelOn: "renew server certificate", cancel: cancel}
+	res, err := Run(ctx, Config{Out: out, Agents: 4, Short: true, Stdout: w, PhaseTimeout: 30 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("an interrupted demo returned %v", err)
+	}
+	if w.firstSawFiles {
+		t.Error("the first line came after the demo had started writing files: print before working")
+	}
+	text := w.String()
+	if len(res.Phases) != 1 || len(res.NotRun) != 6 {
+		t.Fatalf("%d phases ran, %d not run; want 1 and 6:\n%s", len(res.Phases), len(res.NotRun), text)
+	}
+	if strings.Contains(text, "every invariant held") || strings.Contains(text, "botched certificate never served") {
+		t.Errorf("an interrupted demo claims what it never checked:\n%s", text)
+	}
+	if !strings.Contains(text, "interrupted: in the 1 phases that finished") || !strings.Contains(text, "not run, so not checked: CA step 1: union bundle") {
+		t.Errorf("the summary does not say what was checked:\n%s", text)
+	}
+}
+
+// watchWriter collects the demo's output, notes whether --out held files when the
+// first line arrived, and cancels once a line names cancelOn.
+type watchWriter struct {
+	strings.Builder
+	dir           string
+	cancelOn      string
+	cancel        context.CancelFunc
+	wrote         bool
+	firstSawFiles bool
+}
+
+func (w *watchWriter) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.wrote = true
+		ents, _ := os.ReadDir(w.dir)
+		w.firstSawFiles = len(ents) > 0
+	}
+	if strings.Contains(string(p), w.cancelOn) && strings.Contains(string(p), "ok (") {
+		w.cancel()
+	}
+	return w.Builder.Write(p)
 }

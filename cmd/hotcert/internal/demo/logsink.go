@@ -16,15 +16,12 @@ type logSink struct {
 
 func newLogSink(w io.Writer) *logSink { return &logSink{w: w, counts: map[string]int{}} }
 
-// Write implements io.Writer; slog's text handler writes one line per call.
+// Write implements io.Writer; slog's handlers write one line per call.
 func (s *logSink) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if i := bytes.Index(p, []byte(`msg="`)); i >= 0 {
-		rest := p[i+5:]
-		if j := bytes.IndexByte(rest, '"'); j >= 0 {
-			s.counts[string(rest[:j])]++
-		}
+	if msg, ok := message(p); ok {
+		s.counts[msg]++
 	}
 	return s.w.Write(p)
 }
@@ -34,4 +31,18 @@ func (s *logSink) count(msg string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.counts[msg]
+}
+
+// message returns the message of one log line of slog's text (msg="…") or JSON
+// ("msg":"…") handler. Messages hold no quotes.
+func message(line []byte) (string, bool) {
+	for _, key := range [][]byte{[]byte(`msg="`), []byte(`"msg":"`)} {
+		if i := bytes.Index(line, key); i >= 0 {
+			rest := line[i+len(key):]
+			if j := bytes.IndexByte(rest, '"'); j >= 0 {
+				return string(rest[:j]), true
+			}
+		}
+	}
+	return "", false
 }

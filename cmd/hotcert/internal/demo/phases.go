@@ -13,10 +13,21 @@ import (
 // phase is one step of the story.
 type phase struct {
 	name string
+	// moves says how the phase moves agents onto the new material: the graceful
+	// reconnect (replicas drain their connections over a window) or a forced
+	// reconnect (the demo drops every connection, as a control-plane restart would).
+	moves string
 	// safe phases must not fail a handshake or drop a stream the demo did not drop.
 	safe bool
 	run  func(ctx context.Context) error
 }
+
+// How phases move agents.
+const (
+	movesDrain          = "graceful drain"
+	movesForced         = "forced reconnect"
+	movesForcedAndDrain = "forced, then drain"
+)
 
 // story is the PKI and the agent-token keys the phases rotate through.
 type story struct {
@@ -49,20 +60,20 @@ func newJWTKey() (*jwtKey, error) {
 }
 
 func (s *story) phases() []phase {
-	ps := []phase{{name: "renew server certificate", safe: true, run: s.renew}}
+	ps := []phase{{name: "renew server certificate", moves: movesDrain, safe: true, run: s.renew}}
 	if s.w.cfg.Break == BreakOneStepCA {
-		ps = append(ps, phase{name: "UNSAFE one-step CA swap", safe: true, run: s.oneStepSwap})
+		ps = append(ps, phase{name: "UNSAFE one-step CA swap", moves: movesForced, safe: true, run: s.oneStepSwap})
 	} else {
 		ps = append(ps,
-			phase{name: "CA step 1: union bundle", safe: true, run: s.caStep1},
-			phase{name: "CA step 2: new-CA certificate", safe: true, run: s.caStep2},
-			phase{name: "CA step 3: drop old CA", safe: true, run: s.caStep3},
+			phase{name: "CA step 1: union bundle", moves: movesForced, safe: true, run: s.caStep1},
+			phase{name: "CA step 2: new-CA certificate", moves: movesDrain, safe: true, run: s.caStep2},
+			phase{name: "CA step 3: drop old CA", moves: movesForced, safe: true, run: s.caStep3},
 		)
 	}
 	return append(ps,
-		phase{name: "botched rotation refused", safe: true, run: s.botched},
-		phase{name: "rotate JWT signing key", safe: true, run: s.rotateSigningKey},
-		phase{name: "graceful reconnect (drain)", safe: true, run: s.gracefulReconnect},
+		phase{name: "botched rotation refused", moves: movesForcedAndDrain, safe: true, run: s.botched},
+		phase{name: "rotate JWT signing key", moves: movesForced, safe: true, run: s.rotateSigningKey},
+		phase{name: "graceful reconnect (drain)", moves: movesDrain, safe: true, run: s.gracefulReconnect},
 	)
 }
 
@@ -117,7 +128,7 @@ func (s *story) rotateSigningKey(ctx context.Context) error {
 	}
 
 	// Step 1: publish the next key.
-	w.tl.Mark(MarkReload, "JWT step 1: publish the next key")
+	w.tl.Mark(MarkKeys, "JWT step 1: publish the next key")
 	if err := w.writeKeys(prev, next); err != nil {
 		return err
 	}
@@ -126,7 +137,7 @@ func (s *story) rotateSigningKey(ctx context.Context) error {
 	}
 
 	// Step 2: sign with it; the previous key stays listed.
-	w.tl.Mark(MarkReload, "JWT step 2: sign with the next key")
+	w.tl.Mark(MarkKeys, "JWT step 2: sign with the next key")
 	start := time.Now()
 	connects := w.connectsSnapshot()
 	if err := w.writeKeys(next, prev); err != nil {
@@ -149,7 +160,7 @@ func (s *story) rotateSigningKey(ctx context.Context) error {
 	}
 
 	// Step 3: remove the previous key.
-	w.tl.Mark(MarkReload, "JWT step 3: remove the previous key")
+	w.tl.Mark(MarkKeys, "JWT step 3: remove the previous key")
 	if err := w.writeKeys(next); err != nil {
 		return err
 	}
@@ -182,18 +193,8 @@ func short(kid string) string { return kid[:min(8, len(kid))] }
 // at once as after a restart.
 func (s *story) gracefulReconnect(ctx context.Context) error {
 	start := time.Now()
-	drained := s.w.c.drained.Load()
-	before := s.w.connectsSnapshot()
-	if err := s.serveEverywhere(ctx, s.newCA.MustIssue(serverLeaf()...)); err != nil {
+	if err := s.renewWithDrain(ctx, s.newCA); err != nil {
 		return err
-	}
-	fp := hotcert.FingerprintOf(s.current.Cert)
-	moved := s.w.movedOnto(fp, before)
-	if err := s.w.waitFor(ctx, func() bool { return moved() == len(s.w.agents) }); err != nil {
-		return fmt.Errorf("only %d of %d agents were moved onto the new certificate: %w", moved(), len(s.w.agents), err)
-	}
-	if n := s.w.c.drained.Load() - drained; n != uint64(len(s.w.agents)) {
-		return fmt.Errorf("%d streams drained for %d agents, want each once", n, len(s.w.agents))
 	}
 	peak := peakPerSecond(s.w.connectsSince(start))
 	window := s.w.drainWindow()
@@ -214,8 +215,32 @@ func peakPerSecond(offsets []time.Duration) int {
 	return peak
 }
 
+// renewWithDrain has every replica serve a new certificate of ca and waits until
+// their graceful drain moved every agent onto it: each stream ended cleanly by its
+// replica once (a GOAWAY at a random time within the drain window), none dropped.
+func (s *story) renewWithDrain(ctx context.Context, ca *hotcerttest.CA) error {
+	drained, drops := s.w.c.drained.Load(), s.w.c.drops.Load()
+	before := s.w.connectsSnapshot()
+	s.w.tl.Mark(MarkDrain, fmt.Sprintf("graceful reconnect: each replica moves its agents over a %s window", s.w.drainWindow()))
+	if err := s.serveEverywhere(ctx, ca.MustIssue(serverLeaf()...)); err != nil {
+		return err
+	}
+	moved := s.w.movedOnto(hotcert.FingerprintOf(s.current.Cert), before)
+	if err := s.w.waitFor(ctx, func() bool { return moved() == len(s.w.agents) }); err != nil {
+		return fmt.Errorf("only %d of %d agents were moved onto the new certificate: %w", moved(), len(s.w.agents), err)
+	}
+	if n := s.w.c.drained.Load() - drained; n != uint64(len(s.w.agents)) {
+		return fmt.Errorf("%d streams drained for %d agents, want each once", n, len(s.w.agents))
+	}
+	if d := s.w.c.drops.Load() - drops; d != 0 {
+		return fmt.Errorf("%d agent streams dropped during the graceful reconnect, want 0", d)
+	}
+	return nil
+}
+
 // serveEverywhere writes leaf to every replica and waits until all serve it.
 func (s *story) serveEverywhere(ctx context.Context, leaf *hotcerttest.Leaf) error {
+	s.w.nameCert(leaf)
 	for _, r := range s.w.replicas {
 		if err := s.w.write(r, leaf.ChainPEM, leaf.KeyPEM); err != nil {
 			return err
@@ -249,21 +274,10 @@ func (s *story) reconnectAll(ctx context.Context) error {
 	return nil
 }
 
-// renew: cert-manager renews the server certificate with the same CA. Streams stay up
-// (they keep the old certificate); new connections get the new one.
-func (s *story) renew(ctx context.Context) error {
-	drops := s.w.c.drops.Load()
-	if err := s.serveEverywhere(ctx, s.oldCA.MustIssue(serverLeaf()...)); err != nil {
-		return err
-	}
-	if d := s.w.c.drops.Load() - drops; d != 0 {
-		return fmt.Errorf("%d agent streams dropped by the renewal itself", d)
-	}
-	if n := s.w.connected(); n != len(s.w.agents) {
-		return fmt.Errorf("%d of %d agents connected after the renewal", n, len(s.w.agents))
-	}
-	return s.reconnectAll(ctx)
-}
+// renew: cert-manager renews the server certificate with the same CA. No stream
+// drops: established streams keep the certificate they were opened with, and the
+// replicas move each agent onto the new one with a graceful drain.
+func (s *story) renew(ctx context.Context) error { return s.renewWithDrain(ctx, s.oldCA) }
 
 // caStep1: add the new CA to the agents' bundle; agents re-read it on reconnect.
 func (s *story) caStep1(ctx context.Context) error {
@@ -273,13 +287,9 @@ func (s *story) caStep1(ctx context.Context) error {
 	return s.reconnectAll(ctx)
 }
 
-// caStep2: switch the server certificate to the new CA; every agent trusts both.
-func (s *story) caStep2(ctx context.Context) error {
-	if err := s.serveEverywhere(ctx, s.newCA.MustIssue(serverLeaf()...)); err != nil {
-		return err
-	}
-	return s.reconnectAll(ctx)
-}
+// caStep2: switch the server certificate to the new CA; every agent trusts both,
+// and the replicas move them onto it with a graceful drain.
+func (s *story) caStep2(ctx context.Context) error { return s.renewWithDrain(ctx, s.newCA) }
 
 // caStep3: remove the old CA once every replica serves a new-CA certificate.
 func (s *story) caStep3(ctx context.Context) error {
@@ -311,6 +321,7 @@ func (s *story) oneStepSwap(ctx context.Context) error {
 func (s *story) botched(ctx context.Context) error {
 	r := s.w.replicas[0]
 	bad := s.newCA.MustIssue(serverLeaf()...)
+	s.w.nameCert(bad) // if it were ever served, the timeline would show it
 	fp := hotcert.FingerprintOf(bad.Cert)
 	s.w.botched.Store(&fp)
 	failures := r.srv.Certificate().Status().Failures
@@ -334,11 +345,8 @@ func (s *story) botched(ctx context.Context) error {
 	if v := metricValue(r, "hotcert_tls_reload_failures_total"); v != 1 {
 		return fmt.Errorf("%s: hotcert_tls_reload_failures_total = %v, want 1", r.name, v)
 	}
-	// The fix: the next good write recovers.
-	if err := s.serveEverywhere(ctx, s.newCA.MustIssue(serverLeaf()...)); err != nil {
-		return err
-	}
-	return s.reconnectAll(ctx)
+	// The fix: the next good write recovers, and the replicas drain agents onto it.
+	return s.renewWithDrain(ctx, s.newCA)
 }
 
 func serverLeaf() []hotcerttest.Option {

@@ -48,10 +48,11 @@ func (p *progress) linef(format string, args ...any) {
 
 func (p *progress) clear() { p.linef("") }
 
-// writeSummary prints the table per phase and where the files are.
+// writeSummary prints the table per phase, where the files are, and what was
+// checked: only the phases that ran.
 func writeSummary(w io.Writer, res *Result, all []time.Duration) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\thandshakes\tfailed\tunexpected drops\ttokens refused\treloads\treload p50\treload p99\t")
+	fmt.Fprintln(tw, "phase\tagents moved by\thandshakes\tfailed\tunexpected drops\tforced drops\ttokens refused\treloads (replicas/agents)\trefused reloads\treload p50\treload p99\t")
 	ms := func(d time.Duration) string {
 		if d == 0 {
 			return "-"
@@ -59,9 +60,12 @@ func writeSummary(w io.Writer, res *Result, all []time.Duration) {
 		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
 	}
 	for _, ph := range res.Phases {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", ph.Name, ph.Handshakes, ph.Failures, ph.UnexpectedDrops, ph.Rejected, ph.Reloads, ms(ph.ReloadP50), ms(ph.ReloadP99))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d / %d\t%d\t%s\t%s\t\n", ph.Name, ph.Moves, ph.Handshakes, ph.Failures, ph.UnexpectedDrops,
+			ph.Forced, ph.Rejected, ph.Reloads, ph.BundleReloads, ph.Refused, ms(ph.ReloadP50), ms(ph.ReloadP99))
 	}
 	tw.Flush()
+	fmt.Fprintln(w, "\nagents moved by: graceful drain = each replica ends its streams cleanly at random times within its drain window after it serves a new certificate;")
+	fmt.Fprintln(w, "forced reconnect = the demo drops every connection, as a control-plane restart would, so agents re-read their CA bundle (forced drops are not unexpected drops).")
 	if len(all) > 0 {
 		s := slices.Clone(all)
 		slices.Sort(s)
@@ -74,14 +78,36 @@ func writeSummary(w io.Writer, res *Result, all []time.Duration) {
 		fmt.Fprintln(w, res.Spread)
 	}
 	fmt.Fprintf(w, "timeline: %s\nlog:      %s\n", res.Timeline, res.Log)
-	if len(res.Broken) == 0 {
-		fmt.Fprintln(w, "\nevery invariant held: no failed handshake, no unexpected drop, no agent token refused, the botched certificate never served, one log line and one count for it.")
-	} else {
-		fmt.Fprintln(w, "\nBROKEN invariants:")
+	fmt.Fprintln(w)
+	switch {
+	case len(res.Broken) > 0:
+		fmt.Fprintln(w, "BROKEN invariants:")
 		for _, b := range res.Broken {
 			fmt.Fprintln(w, "  - "+b)
 		}
+	case len(res.Phases) == 0:
+		fmt.Fprintln(w, "interrupted before the first phase finished: nothing was checked.")
+	case len(res.NotRun) > 0:
+		fmt.Fprintf(w, "interrupted: in the %d phases that finished, %s.\nnot run, so not checked: %s.\n", len(res.Phases), claims(res.Phases), strings.Join(res.NotRun, ", "))
+	default:
+		fmt.Fprintf(w, "every invariant held: %s.\n", claims(res.Phases))
 	}
+}
+
+// claims lists what the phases that ran checked.
+func claims(phases []PhaseResult) string {
+	c := []string{"no failed handshake", "no unexpected drop", "no agent token refused"}
+	for _, ph := range phases {
+		switch ph.Name {
+		case "botched rotation refused":
+			c = append(c, "the botched certificate never served, one log line and one count for it")
+		case "rotate JWT signing key":
+			c = append(c, "tokens of the removed signing key refused by every replica")
+		case "graceful reconnect (drain)":
+			c = append(c, "every agent moved by the graceful drain, none dropped")
+		}
+	}
+	return strings.Join(c, ", ")
 }
 
 // metricValue sums the samples of a counter or gauge in the replica's registry.

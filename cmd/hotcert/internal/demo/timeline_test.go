@@ -7,33 +7,143 @@ import (
 	"testing"
 )
 
-func TestTimelineSVGIsWellFormedAndShowsEverything(t *testing.T) {
+// svgElement is one element of a drawn timeline, with the attributes tests read.
+type svgElement struct {
+	Name             string
+	Class, Phase     string
+	Label, Fill      string
+	Title, InnerText string
+}
+
+// parseSVG reads every element of an SVG document (failing on malformed XML),
+// with the text of <title> and <text> children attached to their parents.
+func parseSVG(t *testing.T, svg string) []svgElement {
+	t.Helper()
+	dec := xml.NewDecoder(strings.NewReader(svg))
+	var (
+		out   []svgElement
+		stack []int
+	)
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the timeline is not well-formed XML: %v", err)
+		}
+		switch tk := tok.(type) {
+		case xml.StartElement:
+			e := svgElement{Name: tk.Name.Local}
+			for _, a := range tk.Attr {
+				switch a.Name.Local {
+				case "class":
+					e.Class = a.Value
+				case "data-phase":
+					e.Phase = a.Value
+				case "data-label":
+					e.Label = a.Value
+				case "fill":
+					e.Fill = a.Value
+				}
+			}
+			out = append(out, e)
+			stack = append(stack, len(out)-1)
+		case xml.CharData:
+			if len(stack) < 2 {
+				continue
+			}
+			cur, parent := out[stack[len(stack)-1]], stack[len(stack)-2]
+			switch cur.Name {
+			case "title":
+				out[parent].Title += string(tk)
+			case "text":
+				out[stack[len(stack)-1]].InnerText += string(tk)
+			}
+		case xml.EndElement:
+			stack = stack[:len(stack)-1]
+		}
+	}
+	return out
+}
+
+func withClass(els []svgElement, class string) []svgElement {
+	var out []svgElement
+	for _, e := range els {
+		if e.Class == class {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func texts(els []svgElement) string {
+	var b strings.Builder
+	for _, e := range els {
+		b.WriteString(e.InnerText + "\n")
+	}
+	return b.String()
+}
+
+// The picture is the rotation: a band per served certificate and per trusted CA
+// set, stacked to the fleet size, marks tagged with their phase, and a legend
+// naming every band and every kind of mark.
+func TestTimelineDrawsBandsMarksAndLegend(t *testing.T) {
 	tl := NewTimeline()
-	tl.Sample(0, 0, 0)
-	tl.Mark(MarkPhase, "renew <server> certificate")
-	tl.Sample(10, 10, 0)
-	tl.Mark(MarkReload, "replica-0 reloaded")
-	tl.Sample(10, 25, 3)
+	tl.Sample(Sample{Served: map[string]int{"cert 1 (CA 2025)": 10}, Trusted: map[string]int{"trusts CA 2025": 10}})
+	tl.Mark(MarkPhase, "CA step 1: <union> bundle")
+	tl.Mark(MarkForced, "forced reconnect")
+	tl.Mark(MarkBundleReload, "agent-0 trusts CA 2025 + CA 2026")
+	tl.Sample(Sample{Served: map[string]int{"cert 1 (CA 2025)": 6}, Disconnected: 4, Trusted: map[string]int{"trusts CA 2025": 4, "trusts CA 2025 + CA 2026": 6}, HandshakesOK: 6})
+	tl.Mark(MarkPhase, "CA step 2: new-CA certificate")
+	tl.Mark(MarkDrain, "graceful reconnect")
+	tl.Mark(MarkReload, "replica-0 serves serial 0A")
 	tl.Mark(MarkFailure, "replica-1 refused")
+	tl.Mark(MarkKeys, "JWT step 1")
+	tl.Sample(Sample{Served: map[string]int{"cert 2 (CA 2026)": 10}, Trusted: map[string]int{"trusts CA 2025 + CA 2026": 10}, HandshakesOK: 16, HandshakesFailed: 1})
 	var b strings.Builder
 	if err := tl.WriteSVG(&b, "hotcert demo"); err != nil {
 		t.Fatal(err)
 	}
-	svg := b.String()
-	dec := xml.NewDecoder(strings.NewReader(svg))
-	for {
-		if _, err := dec.Token(); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatalf("not well-formed XML: %v\n%s", err, svg)
+	els := parseSVG(t, b.String())
+
+	bands := map[string]string{}
+	for _, e := range els {
+		if strings.HasPrefix(e.Class, "band ") {
+			bands[e.Class+": "+e.Label] = e.Fill
 		}
 	}
-	for _, want := range []string{"renew &lt;server&gt; certificate", "replica-0 reloaded", "replica-1 refused", `fill="#e05555"`, "<polyline"} {
-		if !strings.Contains(svg, want) {
-			t.Errorf("SVG lacks %q", want)
+	for _, want := range []string{"band served: cert 1 (CA 2025)", "band served: cert 2 (CA 2026)", "band served: not connected",
+		"band trusted: trusts CA 2025", "band trusted: trusts CA 2025 + CA 2026"} {
+		if bands[want] == "" {
+			t.Errorf("no %s (bands: %v)", want, bands)
 		}
 	}
-	if len(tl.Marks()) != 3 {
-		t.Errorf("marks: %d", len(tl.Marks()))
+	if bands["band served: cert 1 (CA 2025)"] == bands["band served: cert 2 (CA 2026)"] {
+		t.Error("two certificates share a colour")
+	}
+	for kind, phase := range map[MarkKind]string{
+		MarkForced: "CA step 1: <union> bundle", MarkBundleReload: "CA step 1: <union> bundle",
+		MarkDrain: "CA step 2: new-CA certificate", MarkReload: "CA step 2: new-CA certificate",
+		MarkFailure: "CA step 2: new-CA certificate", MarkKeys: "CA step 2: new-CA certificate",
+	} {
+		ms := withClass(els, "mark "+string(kind))
+		if len(ms) != 1 || ms[0].Phase != phase || ms[0].Title == "" {
+			t.Errorf("mark %s: %+v, want one in phase %q with a title", kind, ms, phase)
+		}
+	}
+	if ms := withClass(els, "mark phase"); len(ms) != 2 || !strings.Contains(texts(els), "CA step 1: <union> bundle") {
+		t.Errorf("phase marks: %+v", ms)
+	}
+	legend := texts(els)
+	for _, want := range []string{"cert 1 (CA 2025)", "cert 2 (CA 2026)", "not connected", "trusts CA 2025 + CA 2026",
+		"a replica serves a new certificate", "an agent loaded a new CA bundle", "refused (last good kept)",
+		"graceful reconnect (drain window)", "forced reconnect (all dropped)", "signing-key rotation step", "a phase starts"} {
+		if !strings.Contains(legend, want) {
+			t.Errorf("the legend lacks %q", want)
+		}
+	}
+	if len(withClass(els, "bar ok")) == 0 || len(withClass(els, "bar failed")) != 1 {
+		t.Errorf("handshake bars: %d ok, %d failed", len(withClass(els, "bar ok")), len(withClass(els, "bar failed")))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,7 +47,7 @@ type counters struct {
 	aborted          atomic.Uint64 // handshakes cut by a dropped connection (not a TLS verdict)
 	drops            atomic.Uint64 // established agent streams that ended
 	reloads          atomic.Uint64 // certificates reloaded by replicas
-	reloadsRefused   atomic.Uint64 // reloads refused by replicas (bad material)
+	bundleReloads    atomic.Uint64 // CA bundles reloaded by agents
 	forcedDrops      atomic.Uint64 // streams the demo dropped on purpose
 	drained          atomic.Uint64 // streams a draining replica ended cleanly (asked to reconnect)
 	botchedFPsServed atomic.Uint64 // streams that saw a botched certificate
@@ -74,7 +75,9 @@ type world struct {
 	botched       atomic.Pointer[hotcert.Fingerprint]
 
 	mu           sync.Mutex
-	connectTimes []time.Time // when each agent stream was registered
+	connectTimes []time.Time                    // when each agent stream was registered
+	certNames    map[hotcert.Fingerprint]string // server certificates by the names the timeline shows
+	caNames      map[hotcert.Fingerprint]string // CAs likewise
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -99,9 +102,14 @@ func newWorld(cfg Config, rootCA *hotcerttest.CA, first *hotcerttest.Leaf, signi
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	w := &world{cfg: cfg, logFile: logFile, tl: NewTimeline()}
+	w := &world{cfg: cfg, logFile: logFile, tl: NewTimeline(), certNames: map[hotcert.Fingerprint]string{}, caNames: map[hotcert.Fingerprint]string{}}
 	w.sink = newLogSink(logFile)
-	w.log = slog.New(slog.NewTextHandler(w.sink, nil))
+	if w.log, err = cfg.NewLogger(w.sink); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	w.nameCA(rootCA)
+	w.nameCert(first)
 	if err := w.writePEM("pki/ca-2025.crt", rootCA.CertPEM); err != nil {
 		return nil, err
 	}
@@ -259,8 +267,84 @@ func (w *world) startAgent(ctx context.Context, i int) error {
 		return fmt.Errorf("demo: starting agent %d: %w", i, err)
 	}
 	w.agents = append(w.agents, a)
-	w.wg.Go(func() { _ = a.Run(ctx) })
+	unsub := a.CA().Subscribe(func(_, next *hotcert.Material) {
+		w.c.bundleReloads.Add(1)
+		w.tl.Mark(MarkBundleReload, fmt.Sprintf("%s trusts %s", a.ID(), w.trustName(next)))
+	})
+	w.wg.Go(func() { defer unsub(); _ = a.Run(ctx) })
 	return nil
+}
+
+// nameCA gives ca the short name the timeline shows ("CA 2026").
+func (w *world) nameCA(ca *hotcerttest.CA) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.caNames[hotcert.FingerprintOf(ca.Cert)] = strings.TrimPrefix(ca.Cert.Subject.CommonName, "hotcert demo ")
+}
+
+// nameCert gives a server certificate the name the timeline shows: its number in
+// the story and its issuer ("cert 3 (CA 2026)").
+func (w *world) nameCert(leaf *hotcerttest.Leaf) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	fp := hotcert.FingerprintOf(leaf.Cert)
+	if _, ok := w.certNames[fp]; !ok {
+		w.certNames[fp] = fmt.Sprintf("cert %d (%s)", len(w.certNames)+1, w.caNames[hotcert.FingerprintOf(leaf.Issuer.Cert)])
+	}
+}
+
+// certName returns the timeline name of a server certificate.
+func (w *world) certName(fp hotcert.Fingerprint) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n, ok := w.certNames[fp]; ok {
+		return n
+	}
+	return "another certificate"
+}
+
+// trustName returns the timeline name of the CA bundle m trusts ("CA 2025 + CA 2026").
+func (w *world) trustName(m *hotcert.Material) string {
+	if m == nil {
+		return "nothing"
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var names []string
+	for _, ca := range m.TrustCertificates() {
+		n, ok := w.caNames[hotcert.FingerprintOf(ca)]
+		if !ok {
+			n = ca.Subject.CommonName
+		}
+		names = append(names, n)
+	}
+	return "trusts " + strings.Join(names, " + ")
+}
+
+// sample records the state of the fleet on the timeline.
+func (w *world) sample() {
+	s := Sample{Served: map[string]int{}, Trusted: map[string]int{}, HandshakesOK: w.c.connects.Load(), HandshakesFailed: w.c.handshakeFails.Load()}
+	for _, a := range w.agents {
+		if fp, ok := a.ServerFingerprint(); ok {
+			s.Served[w.certName(fp)]++
+		} else {
+			s.Disconnected++
+		}
+		s.Trusted[w.trustName(a.CA().Current())]++
+	}
+	w.tl.Sample(s)
+}
+
+// refusals returns how many reloads the replicas and agents refused so far.
+func (w *world) refusals() uint64 {
+	var n uint64
+	for _, r := range w.replicas {
+		n += r.srv.Certificate().Status().Failures
+	}
+	for _, a := range w.agents {
+		n += a.CA().Status().Failures
+	}
+	return n
 }
 
 func agentID(i int) string { return fmt.Sprintf("agent-%04d", i) }
@@ -356,6 +440,7 @@ func (w *world) onCertificate(fp hotcert.Fingerprint) int {
 // dropAll closes every agent connection on every replica, as a rollout of the
 // control plane or a network blip would, forcing new handshakes.
 func (w *world) dropAll() {
+	w.tl.Mark(MarkForced, "forced reconnect: the demo drops every agent connection, as a control-plane restart would")
 	for _, r := range w.replicas {
 		w.c.forcedDrops.Add(uint64(r.srv.DropConnections()))
 	}
