@@ -124,3 +124,34 @@ func TestInspectVerdictsAndJSONFailures(t *testing.T) {
 		}
 	}
 }
+
+// inspect --wait looks again until the replica passes: here, until it serves the
+// certificate of the new CA written while inspect waits.
+func TestInspectWaitsForTheReplicaToPass(t *testing.T) {
+	ctx := context.Background()
+	oldCA, newCA := hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
+	vol := hotcerttest.MustNewAtomicWriter(filepath.Join(t.TempDir(), "tls"))
+	first := oldCA.MustIssue()
+	vol.MustWrite(map[string][]byte{"tls.crt": first.ChainPEM, "tls.key": first.KeyPEM})
+	addr := startServerOn(t, filepath.Join(vol.Dir(), "tls.crt"), filepath.Join(vol.Dir(), "tls.key"))
+	onlyNew := writeTemp(t, "new-ca.crt", hotcerttest.BundlePEM(newCA))
+
+	_, _, err := run(ctx, "inspect", addr, "--ca-file", onlyNew)
+	requireOneLine(t, err, "no CA in the bundle verifies")
+
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, _, err := run(ctx, "inspect", addr, "--ca-file", onlyNew, "--wait", "2m")
+		done <- result{out, err}
+	}()
+	next := newCA.MustIssue()
+	vol.MustWrite(map[string][]byte{"tls.crt": next.ChainPEM, "tls.key": next.KeyPEM})
+	r := <-done
+	if r.err != nil || !strings.Contains(r.out, "VERIFIED") || !strings.Contains(r.out, inspect.SerialHex(next.Cert.SerialNumber)) {
+		t.Fatalf("inspect --wait: %v\n%s", r.err, r.out)
+	}
+}

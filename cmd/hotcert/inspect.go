@@ -17,6 +17,7 @@ func newInspectCommand(g *globals) *cobra.Command {
 		opts   inspect.RemoteOptions
 		output string
 		alpn   string
+		wait   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "inspect ADDR [--server-name N] [--ca-file F] [-o json]",
@@ -34,7 +35,8 @@ of the bundle verifies the replica (what an agent with that bundle would refuse)
 when the replica cannot be reached. Without --ca-file the chain is not verified.
 
 Before removing the old CA (step 3 of a CA rotation), run it against every replica
-with a bundle holding only the new CA.`,
+with a bundle holding only the new CA. With --wait it looks again until the replica
+passes (or the time is up), e.g. to wait for a replica to pick up its renewed Secret.`,
 		Example: `  kubectl -n dexaflow port-forward pod/cp-0 9091:9091 &
   hotcert inspect 127.0.0.1:9091 --server-name cp.dexaflow.svc --ca-file new-ca.crt
   hotcert inspect 127.0.0.1:9091 -o json | jq -r .certificate.serial`,
@@ -53,7 +55,7 @@ with a bundle holding only the new CA.`,
 					opts.NextProtos = append(opts.NextProtos, p)
 				}
 			}
-			return runInspect(cmd.Context(), g, opts, asJSON)
+			return runInspect(cmd.Context(), g, opts, wait, asJSON)
 		},
 	}
 	fl := cmd.Flags()
@@ -61,15 +63,16 @@ with a bundle holding only the new CA.`,
 	fl.StringVar(&opts.CAFile, "ca-file", "", "CA bundle to verify the served chain against, CA by CA")
 	fl.DurationVar(&opts.Timeout, "timeout", 10*time.Second, "bound on dial and handshake")
 	fl.StringVar(&alpn, "alpn", "h2", "comma-separated ALPN protocols to offer")
+	fl.DurationVar(&wait, "wait", 0, "until an agent would accept the replica, inspect it again every 200ms for up to this long (0: once); the report is the last one")
 	fl.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
 }
 
-func runInspect(ctx context.Context, g *globals, opts inspect.RemoteOptions, asJSON bool) error {
+func runInspect(ctx context.Context, g *globals, opts inspect.RemoteOptions, wait time.Duration, asJSON bool) error {
 	if _, err := g.logger(); err != nil {
 		return err
 	}
-	rep, err := inspect.Remote(ctx, opts)
+	rep, verr, err := inspectUntil(ctx, opts, wait)
 	if err != nil {
 		return err
 	}
@@ -81,12 +84,37 @@ func runInspect(ctx context.Context, g *globals, opts inspect.RemoteOptions, asJ
 	if err != nil {
 		return err
 	}
-	verr := remoteVerdict(opts, rep)
 	if asJSON {
 		return reported(verr)
 	}
 	return verr
 }
+
+// inspectUntil inspects the replica, and with wait > 0 inspects it again every
+// waitPoll until an agent would accept it (reachable, the name matches, the bundle
+// verifies) or wait has passed: a runbook step that waits for a replica to pick up
+// its renewed Secret. It returns the last report and its verdict.
+func inspectUntil(ctx context.Context, opts inspect.RemoteOptions, wait time.Duration) (*inspect.RemoteReport, error, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		rep, err := inspect.Remote(ctx, opts)
+		var verr error
+		if err == nil {
+			verr = remoteVerdict(opts, rep)
+		}
+		if (err == nil && verr == nil) || wait <= 0 || time.Now().After(deadline) {
+			return rep, verr, err
+		}
+		select {
+		case <-ctx.Done():
+			return rep, verr, err
+		case <-time.After(waitPoll):
+		}
+	}
+}
+
+// waitPoll is how often inspect --wait looks again.
+const waitPoll = 200 * time.Millisecond
 
 // remoteVerdict is the error inspect exits with when an agent would refuse what the
 // replica serves: a certificate that does not name the server name (whatever the

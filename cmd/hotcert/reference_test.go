@@ -141,7 +141,13 @@ func TestInspectCommand(t *testing.T) {
 // startServer runs a control plane replica in-process and returns its address.
 func startServer(t *testing.T, leaf *hotcerttest.Leaf) string {
 	t.Helper()
-	crt, key := writeTemp(t, "tls.crt", leaf.ChainPEM), writeTemp(t, "tls.key", leaf.KeyPEM)
+	return startServerOn(t, writeTemp(t, "tls.crt", leaf.ChainPEM), writeTemp(t, "tls.key", leaf.KeyPEM))
+}
+
+// startServerOn runs a control plane replica in-process on the given files, which
+// it follows, and returns its address.
+func startServerOn(t *testing.T, crt, key string) string {
+	t.Helper()
 	src, err := file.New(file.WithKeyPair(crt, key))
 	if err != nil {
 		t.Fatal(err)
