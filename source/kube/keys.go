@@ -2,14 +2,8 @@ package kube
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/hotcert/hotcert"
 )
@@ -64,11 +57,7 @@ type Keys struct {
 	kind            kind
 	namespace, name string
 	keys            []Key
-	resync          time.Duration
-	logger          *slog.Logger
-
-	store  atomic.Pointer[cache.Store] // the informer's cache while Watch runs and has synced
-	broken atomic.Pointer[error]       // why the informer cannot list or watch; nil while it can
+	informer        *follower
 }
 
 // NewSecretKeys returns a reader of keys of the Secret namespace/name.
@@ -91,7 +80,30 @@ func newKeys(client kubernetes.Interface, k kind, namespace, name string, keys [
 }
 
 func newKeysOf(client kubernetes.Interface, k kind, namespace, name string, keys []Key, c config) *Keys {
-	return &Keys{client: client, kind: k, namespace: namespace, name: name, keys: slices.Clone(keys), resync: c.resync, logger: c.logger}
+	ks := &Keys{client: client, kind: k, namespace: namespace, name: name, keys: slices.Clone(keys)}
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	ks.informer = &follower{what: ks.String(), resync: c.resync, logger: c.logger, example: &corev1.Secret{},
+		list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return client.CoreV1().Secrets(namespace).List(ctx, o)
+		},
+		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return client.CoreV1().Secrets(namespace).Watch(ctx, o)
+		},
+	}
+	if k == configMapKind {
+		ks.informer.example = &corev1.ConfigMap{}
+		ks.informer.list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return client.CoreV1().ConfigMaps(namespace).List(ctx, o)
+		}
+		ks.informer.watch = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return client.CoreV1().ConfigMaps(namespace).Watch(ctx, o)
+		}
+	}
+	return ks
 }
 
 // String names the object, e.g. "Secret ns/api-tls".
@@ -127,9 +139,8 @@ func (k *Keys) Read(ctx context.Context) ([]hotcert.Input, error) {
 // current returns the object from the cache while the informer follows it, and GETs
 // it otherwise.
 func (k *Keys) current(ctx context.Context) (runtime.Object, error) {
-	broken := k.broken.Load()
-	if st := k.store.Load(); st != nil && broken == nil {
-		obj, exists, err := (*st).GetByKey(k.namespace + "/" + k.name)
+	if st := k.informer.cached(); st != nil {
+		obj, exists, err := st.GetByKey(k.namespace + "/" + k.name)
 		if err != nil {
 			return nil, &hotcert.Error{Input: k.String(), Reason: hotcert.ReasonRead, Detail: "cannot be read from the cache", Err: err}
 		}
@@ -150,12 +161,20 @@ func (k *Keys) current(ctx context.Context) (runtime.Object, error) {
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, k.notFound()
-	case err != nil && broken != nil:
-		return nil, &hotcert.Error{Input: k.String(), Reason: hotcert.ReasonRead, Detail: "can no longer be watched nor read", Err: err}
 	case err != nil:
-		return nil, &hotcert.Error{Input: k.String(), Reason: hotcert.ReasonRead, Detail: "cannot be read", Err: err}
+		return nil, readError(k.String(), k.informer.lost(), err)
 	}
 	return obj, nil
+}
+
+// readError is the refusal of a read from the API server: worded for a source
+// whose watch was lost when lost.
+func readError(what string, lost bool, err error) error {
+	detail := "cannot be read"
+	if lost {
+		detail = "can no longer be watched nor read"
+	}
+	return &hotcert.Error{Input: what, Reason: hotcert.ReasonRead, Detail: detail, Err: err}
 }
 
 func (k *Keys) notFound() error {
@@ -186,99 +205,4 @@ func dataOf(obj runtime.Object) map[string][]byte {
 // Every list and watch call the informer makes tells Read whether the cache still
 // follows the object: a failing one makes Read go to the API server, a succeeding
 // one lets it use the cache again.
-func (k *Keys) Watch(ctx context.Context, changed func()) error {
-	selector := fields.OneTermEqualSelector("metadata.name", k.name).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = selector
-			var (
-				obj runtime.Object
-				err error
-			)
-			if k.kind == secretKind {
-				obj, err = k.client.CoreV1().Secrets(k.namespace).List(ctx, o)
-			} else {
-				obj, err = k.client.CoreV1().ConfigMaps(k.namespace).List(ctx, o)
-			}
-			k.followed(ctx, err, changed)
-			return obj, err
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = selector
-			var (
-				w   watch.Interface
-				err error
-			)
-			if k.kind == secretKind {
-				w, err = k.client.CoreV1().Secrets(k.namespace).Watch(ctx, o)
-			} else {
-				w, err = k.client.CoreV1().ConfigMaps(k.namespace).Watch(ctx, o)
-			}
-			k.followed(ctx, err, changed)
-			return w, err
-		},
-	}
-	var example runtime.Object = &corev1.Secret{}
-	if k.kind == configMapKind {
-		example = &corev1.ConfigMap{}
-	}
-	inf := cache.NewSharedIndexInformer(lw, example, k.resync, cache.Indexers{})
-	if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
-		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return // routine: the informer re-lists or re-watches, and that call tells
-		}
-		k.followed(ctx, err, changed)
-	}); err != nil {
-		return fmt.Errorf("kube: %s: %w", k, err)
-	}
-	notify := func(any) { changed() }
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    notify,
-		UpdateFunc: func(_, _ any) { changed() },
-		DeleteFunc: notify,
-	}); err != nil {
-		return fmt.Errorf("kube: %s: %w", k, err)
-	}
-	var wg sync.WaitGroup
-	defer wg.Wait() // the informer's goroutines end before Watch returns
-	wg.Go(func() { inf.RunWithContext(ctx) })
-	if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		st := inf.GetStore()
-		k.store.Store(&st)
-		changed() // the cache may know more than the GET that loaded the first content
-	}
-	<-ctx.Done()
-	k.store.Store(nil)
-	k.broken.Store(nil)
-	return nil
-}
-
-// followed records the outcome of one list or watch call (or a watch that ended
-// with err): whether the informer's cache still follows the object. A change of
-// state is logged once and answered with changed, so that the reloader re-reads —
-// from the API server while the cache is stale, from the cache once it follows again.
-func (k *Keys) followed(ctx context.Context, err error, changed func()) {
-	if ctx.Err() != nil {
-		return // shutting down
-	}
-	if err == nil {
-		if k.broken.Swap(nil) != nil {
-			k.logger.Info("watch of object restored", "object", k.String())
-			changed()
-		}
-		return
-	}
-	if k.broken.Swap(&err) == nil {
-		k.logger.Warn("object can no longer be listed or watched; reading it from the API server until it can",
-			"object", k.String(), "error", err.Error())
-		changed()
-	}
-}
-
-// cachedObjects returns how many objects the informer holds (for tests: exactly one).
-func (k *Keys) cachedObjects() int {
-	if st := k.store.Load(); st != nil {
-		return len((*st).ListKeys())
-	}
-	return 0
-}
+func (k *Keys) Watch(ctx context.Context, changed func()) error { return k.informer.run(ctx, changed) }

@@ -88,7 +88,7 @@ func (rn *running) waitServing(t *testing.T, l *hotcerttest.Leaf) {
 // waitSynced waits until the source's informer has synced (Reads come from its cache).
 func waitSynced(t *testing.T, s *Source) {
 	t.Helper()
-	testutil.WaitFor(t, "informer sync", func() bool { return s.keys.store.Load() != nil })
+	testutil.WaitFor(t, "informer sync", func() bool { return s.keys.informer.store.Load() != nil })
 }
 
 // serve runs a TLS server whose certificate comes from p on every handshake and
@@ -193,7 +193,7 @@ func TestOnlyItsObjectIsCached(t *testing.T) {
 	src := NewSecret(env.Clientset(), ns, "api-tls")
 	start(t, src)
 	waitSynced(t, src)
-	if n := src.keys.cachedObjects(); n != 1 {
+	if n := src.keys.informer.cachedObjects(); n != 1 {
 		t.Fatalf("the informer caches %d Secrets, want only its own", n)
 	}
 }
@@ -472,7 +472,7 @@ func TestLostWatchIsReportedAndPollsReachTheAPIServer(t *testing.T) {
 	// An open watch outlives the revocation; the next one is refused.
 	testutil.WaitFor(t, "the informer to lose its watch", func() bool {
 		cut.cut()
-		return src.keys.broken.Load() != nil
+		return src.keys.informer.broken.Load() != nil
 	})
 	// The renewal lands while the reader cannot see it.
 	if _, err := secrets.Update(ctx, tlsSecret(ns, "api-tls", b, nil), metav1.UpdateOptions{}); err != nil {
@@ -496,7 +496,7 @@ func TestLostWatchIsReportedAndPollsReachTheAPIServer(t *testing.T) {
 		t.Errorf("reason %s, want read", hotcert.ReasonOf(st.LastError))
 	}
 	rn.waitServing(t, a) // the last good certificate keeps serving
-	if !strings.Contains(logs.String(), "can no longer be listed or watched") {
+	if !strings.Contains(logs.String(), "can no longer list or watch") {
 		t.Errorf("the source's logger did not say why:\n%s", logs)
 	}
 
