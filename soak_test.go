@@ -206,7 +206,7 @@ func soak(b *testing.B, rotations int) {
 	})
 
 	window := rotations / 10
-	var first, last usage
+	var tenths [10]usage
 	served, refused := 0, 0
 	current := hotcert.FingerprintOf(contents[0].good.Cert)
 	b.ResetTimer()
@@ -238,14 +238,15 @@ func soak(b *testing.B, rotations int) {
 			b.Fatalf("rotation %d: bad swap: serving %s, want %s", i, got, current)
 		}
 		if i%max(window/10, 1) == 0 {
-			switch {
-			case i <= window:
-				first.add(sampleUsage(b))
-			case i > rotations-window:
-				last.add(sampleUsage(b))
-			}
+			tenths[min((i-1)/window, len(tenths)-1)].add(sampleUsage(b))
 		}
 	}
+	first, last := tenths[0], tenths[len(tenths)-1]
+	var floors []string
+	for _, u := range tenths {
+		floors = append(floors, strconv.Itoa(u.heapKiB))
+	}
+	b.Logf("heap after GC by tenth of the rotations (floor, KiB): %s", strings.Join(floors, " "))
 	b.StopTimer()
 	close(stop)
 	clients.Wait()
