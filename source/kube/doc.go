@@ -1,6 +1,7 @@
-// Package kube is a [hotcert.Source] that reads TLS material from one Kubernetes
-// Secret (a kubernetes.io/tls Secret: tls.crt, tls.key, optional ca.crt) or one
-// ConfigMap (a CA bundle, e.g. a trust-manager Bundle target).
+// Package kube holds [hotcert.Source]s that read TLS material from the Kubernetes
+// API: one Secret (a kubernetes.io/tls Secret: tls.crt, tls.key, optional ca.crt),
+// one ConfigMap (a CA bundle, e.g. a trust-manager Bundle target), or
+// ClusterTrustBundles.
 //
 // Each source runs an informer restricted by a metadata.name field selector to its one
 // object, so the process caches nothing else — not the other Secrets of the namespace,
@@ -26,6 +27,10 @@
 //
 // [Keys] is the same mechanism for any data keys of one object: package
 // jwtkeys/jwtkube reads JWT keys from a Secret with it.
+//
+// [ClusterTrustBundles] is a trust source over ClusterTrustBundles
+// (certificates.k8s.io/v1): one by name, or the union of a signer's bundles that
+// match a label selector, as the kubelet's clusterTrustBundle projection builds it.
 //
 // Combine identity and trust from different objects with hotcert.Compose:
 //
