@@ -1,4 +1,4 @@
-// Package agent is hotcert's reference agent (seed 002): it holds one long-lived
+// Package agent is hotcert's reference agent: it holds one long-lived
 // bidirectional gRPC stream to the control plane (register, heartbeat, receive
 // work) and reconnects with jittered backoff when it drops.
 //

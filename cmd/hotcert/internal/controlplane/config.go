@@ -20,7 +20,7 @@ import (
 const DefaultTokenTTL = 15 * time.Minute
 
 // DefaultComponent is the component (metrics label, log attribute) of the server
-// certificate: seed 002's listener name.
+// certificate: the agent-facing gRPC listener.
 const DefaultComponent = "agent_grpc"
 
 // Config configures a Server. TLS is required; every other field has a default.

@@ -1,4 +1,4 @@
-// Package controlplane is hotcert's reference control plane (seed 002): a gRPC
+// Package controlplane is hotcert's reference control plane: a gRPC
 // server where agents hold long-lived bidirectional streams (register, heartbeat,
 // receive work), whose certificate is re-read from its source and served on the next
 // handshake after it changes. A certificate that does not load keeps the last good
