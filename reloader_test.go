@@ -467,3 +467,23 @@ func TestOneComponentKeyOnEveryLine(t *testing.T) {
 		})
 	}
 }
+
+// TestNotYetValidSeenFirstByReloadIsRecheckedToo: the refusal is found by an
+// explicit Reload, not by the reloader's own loop (no event, no poll); the re-check
+// at NotBefore still happens.
+func TestNotYetValidSeenFirstByReloadIsRecheckedToo(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	now := time.Now()
+	notBefore := now.Truncate(time.Second).Add(2 * time.Second)
+	renewal := ca.MustIssue(hotcerttest.WithValidity(notBefore, now.Add(48*time.Hour)))
+	h := startReloader(t, identity(ca.MustIssue()), hotcert.WithSettle(0)) // polling is off
+	h.src.silent = true
+	h.src.Set(identity(renewal), nil)
+	if err := h.r.Reload(context.Background()); hotcert.ReasonOf(err) != hotcert.ReasonNotYetValid {
+		t.Fatalf("Reload = %v, want not_yet_valid", err)
+	}
+	testutil.WaitFor(t, "the renewal to be served", func() bool { return serial(h.r.Current()) == renewal.Cert.SerialNumber.String() })
+	if f := len(h.obs.Failures()); f != 1 {
+		t.Fatalf("%d failures, want 1", f)
+	}
+}

@@ -246,7 +246,18 @@ func (e *Engine[C, T]) Close() {
 // when the value in use matches the source's current content, else the error. Check
 // always validates what it reads, even content already reported as bad (a refusal
 // may depend on the clock); it reports bad content only once.
-func (e *Engine[C, T]) Check(ctx context.Context) error { return e.check(ctx, causeCheck) }
+func (e *Engine[C, T]) Check(ctx context.Context) error {
+	err := e.check(ctx, causeCheck)
+	e.mu.Lock()
+	again := e.retryIn > 0
+	e.mu.Unlock()
+	if again {
+		// This check, not Run's, found content to look at again later (mid-write, or
+		// not valid yet): hand that to Run, whose timer does it.
+		e.Trigger()
+	}
+	return err
+}
 
 func (e *Engine[C, T]) check(ctx context.Context, why cause) error {
 	e.mu.Lock()
