@@ -75,18 +75,6 @@ func (r *Reloader) Subscribe(fn func(prev, next *Material)) func() { return r.st
 // Store returns the Store the Reloader publishes to.
 func (r *Reloader) Store() *Store { return r.store }
 
-// Status is a point-in-time view of a Reloader, for health endpoints and tools.
-type Status struct {
-	// Current is the Material in use.
-	Current *Material
-	// LastError is the last reported failure, or nil once good content was seen after it.
-	LastError error
-	// LastErrorAt is when LastError was reported.
-	LastErrorAt time.Time
-	// Failures counts reported failures since New.
-	Failures uint64
-}
-
 // Status returns the Reloader's current status.
 func (r *Reloader) Status() Status {
 	st := r.engine.Status()

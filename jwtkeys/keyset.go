@@ -145,17 +145,10 @@ func (ks *KeySet) GracePeriod() time.Duration { return ks.cfg.grace }
 // MaxTokenTTL returns the longest lifetime Issue and Sign accept.
 func (ks *KeySet) MaxTokenTTL() time.Duration { return ks.cfg.maxTTL }
 
-// Status is a point-in-time view of a KeySet, for health endpoints and tools.
-type Status struct {
-	// Current describes the key set in use.
-	Current SetInfo
-	// LastError is the last reported failure, or nil once good content was seen after it.
-	LastError error
-	// LastErrorAt is when LastError was reported.
-	LastErrorAt time.Time
-	// Failures counts reported failures since New.
-	Failures uint64
-}
+// Status is a point-in-time view of a KeySet, for health endpoints and tools: the
+// key set in use and the failure state, in the shape every hotcert reloader reports
+// (hotcert.StatusOf).
+type Status = hotcert.StatusOf[SetInfo]
 
 // Status returns the KeySet's current status.
 func (ks *KeySet) Status() Status {
