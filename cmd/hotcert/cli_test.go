@@ -52,8 +52,13 @@ func TestRenamedFlagsAreDeprecatedAliases(t *testing.T) {
 	leaf := ca.MustIssue()
 	crt, key := writeTemp(t, "tls.crt", leaf.ChainPEM), writeTemp(t, "tls.key", leaf.KeyPEM)
 	bundle := writeTemp(t, "ca.crt", hotcerttest.BundlePEM(ca))
-	if out, _, err := run(ctx, "check", "--cert", crt, "--key", key, "--ca", bundle); err != nil || !strings.Contains(out, "result: OK") {
+	out, stderr, err := run(ctx, "check", "--cert", crt, "--key", key, "--ca", bundle, "-o", "json")
+	var rep inspect.FilesReport
+	if err != nil || json.Unmarshal([]byte(out), &rep) != nil || !rep.OK {
 		t.Fatalf("check with the deprecated names: %v\n%s", err, out)
+	}
+	if !strings.Contains(stderr, "Flag --cert has been deprecated, use --cert-file instead") {
+		t.Fatalf("no deprecation warning on stderr: %q", stderr)
 	}
 	for cmd, names := range map[string][2][]string{
 		"server": {{"--cert-file", "--key-file", "--ca-file", "--metrics-bind-address"}, {"--tls-cert", "--tls-key", "--client-ca", "--metrics-listen"}},

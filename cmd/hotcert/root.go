@@ -35,6 +35,7 @@ workloads that cannot (the hotcert-controller binary).`,
 	root.AddCommand(subcommands(g)...)
 	cli.SetVersion(root)   // --version on every command
 	cli.SuggestFlags(root) // "unknown flag: --cert-fiel (did you mean --cert-file?)"
+	cli.WarningsTo(root, stderr)
 	jsonFailures(root, stdout)
 	return root
 }

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"fmt"
+	"io"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
 
@@ -18,5 +20,16 @@ func Alias(fs *pflag.FlagSet, name, old string) {
 	fs.AddFlag(&pflag.Flag{Name: old, Usage: f.Usage, Value: f.Value, DefValue: f.DefValue, NoOptDefVal: f.NoOptDefVal})
 	if err := fs.MarkDeprecated(old, "use --"+name+" instead"); err != nil {
 		panic(err)
+	}
+}
+
+// WarningsTo sends the flag warnings of root and every command below it (such as
+// "Flag --tls-cert has been deprecated") to w, the standard error: standard output
+// keeps only results, so `-o json` stays parseable with a deprecated flag.
+func WarningsTo(root *cobra.Command, w io.Writer) {
+	root.Flags().SetOutput(w)
+	root.PersistentFlags().SetOutput(w)
+	for _, c := range root.Commands() {
+		WarningsTo(c, w)
 	}
 }
