@@ -17,8 +17,9 @@ if [ ${#mods[@]} -eq 0 ]; then
 fi
 failed=()
 for mod in "${mods[@]}"; do
-	# `go test -list` prints a package's matching names, then "ok <package> ...".
-	targets=$(cd "$mod" && $GO test -list '^Fuzz' ./... 2>/dev/null | awk '
+	# `go test -list` prints a package's matching names, then "ok <package> ...". A
+	# package that does not build fails the listing, and so the run (pipefail).
+	targets=$(cd "$mod" && $GO test -list '^Fuzz' ./... | awk '
 		/^Fuzz/ { names[++n] = $1; next }
 		/^ok / { for (i = 1; i <= n; i++) print $2, names[i]; n = 0 }')
 	while read -r pkg name; do
