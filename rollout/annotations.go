@@ -1,7 +1,5 @@
 package rollout
 
-import "strings"
-
 // Well-known annotation keys. Users set the first three on a workload's metadata;
 // the controller owns the others.
 const (
@@ -42,8 +40,3 @@ const (
 
 // FieldManager is the field manager name of the controller's writes.
 const FieldManager = "hotcert-controller"
-
-// IsTrue reports whether annotations[key] is "true" (in any case).
-func IsTrue(annotations map[string]string, key string) bool {
-	return strings.EqualFold(annotations[key], "true")
-}

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/go-logr/logr v1.4.4
 	github.com/hotcert/hotcert v0.0.0-00010101000000-000000000000
+	github.com/hotcert/hotcert/cmd v0.0.0-00010101000000-000000000000
 	github.com/hotcert/hotcert/internal/kubetest v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0
 	github.com/spf13/pflag v1.1.0

@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"slices"
+	"time"
 )
 
 // hashVersion starts every hashed stream, so that a future encoding can never
@@ -20,25 +22,32 @@ type Problem struct {
 	Kind Kind
 	Name string
 	// Key is empty when the problem is the whole object.
-	Key string
-	// Reason is ReasonMissingObject, ReasonMissingKey, ReasonInvalidTLS,
-	// ReasonOutOfScope or ReasonCrossNamespace.
-	Reason string
+	Key    string
+	Reason Reason
 	// Detail says what is wrong; it never holds secret data.
 	Detail string
+	// NotBefore is when content that is not valid yet (ReasonNotYetValid)
+	// becomes valid.
+	NotBefore time.Time
 }
 
-// Problem reasons, stable for metric labels.
+// Reason classifies a [Problem]; its values are stable, for metric labels.
+type Reason string
+
+// Problem reasons.
 const (
-	ReasonMissingObject = "missing_object"
-	ReasonMissingKey    = "missing_key"
-	ReasonInvalidTLS    = "invalid_tls"
+	ReasonMissingObject Reason = "missing_object"
+	ReasonMissingKey    Reason = "missing_key"
+	ReasonInvalidTLS    Reason = "invalid_tls"
+	// ReasonNotYetValid: correct TLS content whose certificates are not all
+	// valid yet; it is rolled out at its NotBefore (see [NotYetValidError]).
+	ReasonNotYetValid Reason = "not_yet_valid"
 	// ReasonOutOfScope: a chain of custom resources leads to an object in a
 	// namespace the controller does not watch.
-	ReasonOutOfScope = "out_of_scope"
+	ReasonOutOfScope Reason = "out_of_scope"
 	// ReasonCrossNamespace: a chain leads to an object in another namespace
 	// and the hashes are not keyed.
-	ReasonCrossNamespace = "cross_namespace"
+	ReasonCrossNamespace Reason = "cross_namespace"
 )
 
 func (p Problem) String() string {
@@ -69,6 +78,9 @@ type Config struct {
 	Missing []Problem
 	// Invalid lists consumed keys whose TLS content is unusable.
 	Invalid []Problem
+	// NotYetValid lists consumed keys whose TLS content is correct but not
+	// valid yet, each with its NotBefore (when the Objects were digested).
+	NotYetValid []Problem
 }
 
 // Lookup returns the current version of the object kind/name of the workload's
@@ -172,7 +184,12 @@ func Compute(namespace string, refs Refs, lookup Lookup, opts ...HashOption) (*C
 			}
 			entry(objName+"/"+k, d[:])
 			if err := obj.Problems[k]; err != nil {
-				out.Invalid = append(out.Invalid, Problem{Kind: r.Kind, Name: r.Name, Key: k, Reason: ReasonInvalidTLS, Detail: err.Error()})
+				var early *NotYetValidError
+				if errors.As(err, &early) {
+					out.NotYetValid = append(out.NotYetValid, Problem{Kind: r.Kind, Name: r.Name, Key: k, Reason: ReasonNotYetValid, Detail: err.Error(), NotBefore: early.NotBefore})
+				} else {
+					out.Invalid = append(out.Invalid, Problem{Kind: r.Kind, Name: r.Name, Key: k, Reason: ReasonInvalidTLS, Detail: err.Error()})
+				}
 			}
 		}
 	}

@@ -2,9 +2,7 @@ package rollout
 
 import (
 	"bytes"
-	"crypto/x509"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,10 +13,20 @@ import (
 	"github.com/hotcert/hotcert"
 )
 
-// ClockSkew is how far in the future a certificate's NotBefore may be and still
-// pass the TLS check: the issuer's clock may run slightly ahead of the
-// controller's.
-const ClockSkew = 5 * time.Minute
+// NotYetValidError is the problem of TLS content that is correct but whose
+// certificates are not all valid yet (a renewal staged early, an issuer whose
+// clock runs ahead). There is no tolerance: pods whose reloaders refuse it must
+// not be rolled onto it, so it is rolled out from NotBefore on, when every
+// certificate of the chain is valid.
+type NotYetValidError struct {
+	NotBefore time.Time
+	Err       error // what hotcert.Validate said, naming the input
+}
+
+func (e *NotYetValidError) Error() string { return e.Err.Error() }
+
+// Unwrap returns what hotcert.Validate said.
+func (e *NotYetValidError) Unwrap() error { return e.Err }
 
 // CheckTLS reports, per key, why the TLS content of one Secret or ConfigMap
 // version is unusable; keys that are fine, or that hold no TLS content, are absent
@@ -33,11 +41,13 @@ const ClockSkew = 5 * time.Minute
 //     or the only certificate of the object), and a .pem holding both a chain and
 //     a key is checked as a pair.
 //
-// An empty .crt or .pem value passes (cert-manager leaves ca.crt empty for ACME
+// PEM follows hotcert's one grammar ([hotcert.DecodePEM]): text outside blocks
+// is allowed, every BEGIN block must parse, parameter blocks are skipped. An
+// empty .crt or .pem value passes (cert-manager leaves ca.crt empty for ACME
 // certificates); PEM blocks other than certificates and private keys (a PUBLIC
-// KEY, DH PARAMETERS) are not checked beyond their PEM framing. An error for a
-// pair is reported under both keys. now is the time validity windows are checked
-// against.
+// KEY) are not checked beyond their PEM framing. An error for a pair is reported
+// under both keys. now is the time validity windows are checked against; a pair
+// that is correct but not valid yet at now is a [*NotYetValidError].
 func CheckTLS(secretType corev1.SecretType, source string, data map[string][]byte, now time.Time) map[string]error {
 	problems := map[string]error{}
 	input := func(key string) hotcert.Input {
@@ -112,44 +122,56 @@ func CheckTLS(secretType corev1.SecretType, source string, data map[string][]byt
 	return problems
 }
 
-// validatePair runs hotcert.Validate on a certificate chain and its key. A
-// certificate not yet valid by less than ClockSkew passes.
+// validatePair runs hotcert.Validate on a certificate chain and its key at now.
+// A pair refused only because a certificate is not valid yet is validated again
+// at the latest NotBefore of its chain: if it passes then, the problem is a
+// *NotYetValidError.
 func validatePair(cert, key hotcert.Input, now time.Time) error {
 	c := hotcert.Content{Cert: cert, Key: key}
 	_, err := hotcert.Validate(c, hotcert.WithClock(func() time.Time { return now }))
-	if hotcert.ReasonOf(err) == hotcert.ReasonNotYetValid {
-		_, err = hotcert.Validate(c, hotcert.WithClock(func() time.Time { return now.Add(ClockSkew) }))
+	if hotcert.ReasonOf(err) != hotcert.ReasonNotYetValid {
+		return err
 	}
-	return err
+	certs, perr := hotcert.ParseCertificates(cert)
+	if perr != nil {
+		return err
+	}
+	var validFrom time.Time
+	for _, c := range certs {
+		if c.NotBefore.After(validFrom) {
+			validFrom = c.NotBefore
+		}
+	}
+	if _, later := hotcert.Validate(c, hotcert.WithClock(func() time.Time { return validFrom })); later != nil {
+		return later
+	}
+	return &NotYetValidError{NotBefore: validFrom, Err: err}
 }
 
 // parseCertificates checks that every block of in is a certificate that parses,
 // with hotcert.Validate's strict bundle parser (a truncated second block is an
 // error). Certificates need not be CAs here.
 func parseCertificates(in hotcert.Input) error {
-	_, err := hotcert.Validate(hotcert.Content{CA: in})
-	if hotcert.ReasonOf(err) == hotcert.ReasonNotCA {
-		return nil
-	}
+	_, err := hotcert.ParseCertificates(in)
 	return err
 }
 
-// splitPEM decodes every PEM block of in and returns the certificate blocks and
-// the private key block re-encoded. It fails when a block is malformed or
-// truncated, when non-whitespace bytes surround the blocks, when there is no
-// block at all, or when there is more than one private key.
+// splitPEM decodes every PEM block of in (hotcert's PEM grammar) and returns the
+// certificate blocks and the private key block re-encoded. It fails when a block
+// is malformed or truncated, when there is no block at all, or when there is more
+// than one private key.
 func splitPEM(in hotcert.Input) (certs, key []byte, err error) {
-	rest := bytes.TrimSpace(in.Data)
-	if len(rest) == 0 {
+	if len(bytes.TrimSpace(in.Data)) == 0 {
 		return nil, nil, fmt.Errorf("%s is empty", in.Name)
 	}
-	for i := 1; len(rest) > 0; i++ {
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		if b == nil {
-			return nil, nil, fmt.Errorf("%s: PEM block %d is malformed or truncated", in.Name, i)
-		}
-		rest = bytes.TrimSpace(rest)
+	blocks, err := hotcert.DecodePEM(in)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(blocks) == 0 {
+		return nil, nil, fmt.Errorf("%s holds no PEM block (malformed)", in.Name)
+	}
+	for _, b := range blocks {
 		switch {
 		case b.Type == "CERTIFICATE":
 			certs = append(certs, pem.EncodeToMemory(b)...)
@@ -163,27 +185,14 @@ func splitPEM(in hotcert.Input) (certs, key []byte, err error) {
 	return certs, key, nil
 }
 
-// parsePrivateKey checks that keyPEM (one private key block) parses.
+// parsePrivateKey checks that keyPEM (one private key block) parses; an
+// encrypted key cannot be checked without its passphrase and passes.
 func parsePrivateKey(name string, keyPEM []byte) error {
-	b, _ := pem.Decode(keyPEM)
-	var err error
-	switch b.Type {
-	case "PRIVATE KEY":
-		_, err = x509.ParsePKCS8PrivateKey(b.Bytes)
-	case "RSA PRIVATE KEY":
-		_, err = x509.ParsePKCS1PrivateKey(b.Bytes)
-	case "EC PRIVATE KEY":
-		_, err = x509.ParseECPrivateKey(b.Bytes)
-	case "ENCRYPTED PRIVATE KEY":
-		return nil // cannot be checked without its passphrase
-	default:
-		err = errors.New("unsupported key type")
+	if b, _ := pem.Decode(keyPEM); b != nil && (b.Type == "ENCRYPTED PRIVATE KEY" || b.Headers["Proc-Type"] != "") {
+		return nil
 	}
-	if err != nil {
-		// x509's parse errors describe the structure, never the key.
-		return fmt.Errorf("%s: private key does not parse: %w", name, err)
-	}
-	return nil
+	_, err := hotcert.ParsePrivateKey(hotcert.Input{Name: name, Data: keyPEM})
+	return err
 }
 
 // pairFor finds the certificate file that goes with private key file k.
@@ -226,12 +235,8 @@ func pairFor(k string, keyFiles, certFiles []string, data map[string][]byte) str
 }
 
 func isLeafPEM(data []byte) bool {
-	b, _ := pem.Decode(data)
-	if b == nil {
-		return false
-	}
-	c, err := x509.ParseCertificate(b.Bytes)
-	return err == nil && !c.IsCA
+	certs, err := hotcert.ParseCertificates(hotcert.Input{Data: data})
+	return err == nil && !certs[0].IsCA
 }
 
 func tlsLooking(key string) bool {

@@ -1,11 +1,13 @@
 package rollout_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/rollout"
@@ -18,6 +20,11 @@ func TestCheckTLS(t *testing.T) {
 	expired := ca.MustIssue(hotcerttest.WithValidity(time.Now().Add(-48*time.Hour), time.Now().Add(-24*time.Hour)))
 	future := ca.MustIssue(hotcerttest.WithValidity(time.Now().Add(time.Minute), time.Now().Add(24*time.Hour)))
 	pubKey := []byte("-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA==\n-----END PUBLIC KEY-----\n")
+	ecLeaf := ca.MustIssue()
+	sec1Key, err := ecLeaf.KeyPEMWithType(hotcerttest.KeyFormatSEC1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	now := time.Now()
 
 	cases := []struct {
@@ -32,7 +39,9 @@ func TestCheckTLS(t *testing.T) {
 		{"truncated cert", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": hotcerttest.Truncate(leaf.ChainPEM), "tls.key": leaf.KeyPEM}, []string{"tls.crt", "tls.key"}, "truncated"},
 		{"empty tls.crt", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": nil, "tls.key": leaf.KeyPEM}, []string{"tls.crt", "tls.key"}, "empty"},
 		{"expired", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": expired.ChainPEM, "tls.key": expired.KeyPEM}, []string{"tls.crt", "tls.key"}, "expired"},
-		{"issued a minute ahead (clock skew)", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": future.ChainPEM, "tls.key": future.KeyPEM}, nil, ""},
+		{"issued a minute ahead (no clock skew tolerance)", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": future.ChainPEM, "tls.key": future.KeyPEM}, []string{"tls.crt", "tls.key"}, "is not valid before"},
+		{"text between the blocks of a bundle", "", map[string][]byte{"ca.crt": append(append([]byte("# Issuer: test\n"), ca.CertPEM...), append([]byte("subject=CN=other\n"), hotcerttest.MustNewCA().CertPEM...)...)}, nil, ""},
+		{"openssl ecparam -genkey key", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": ecLeaf.ChainPEM, "tls.key": append([]byte("-----BEGIN EC PARAMETERS-----\nBggqhkjOPQMBBw==\n-----END EC PARAMETERS-----\n"), sec1Key...)}, nil, ""},
 		{"empty ca.crt (ACME)", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": leaf.ChainPEM, "tls.key": leaf.KeyPEM, "ca.crt": nil}, nil, ""},
 		{"truncated bundle", corev1.SecretTypeOpaque, map[string][]byte{"ca.crt": hotcerttest.Truncate(hotcerttest.BundlePEM(ca, hotcerttest.MustNewCA()))}, []string{"ca.crt"}, "PEM block 2"},
 		{"garbage .pem", "", map[string][]byte{"bundle.pem": []byte("not pem")}, []string{"bundle.pem"}, "malformed"},
@@ -69,5 +78,46 @@ func TestCheckTLS(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNotYetValidIsDeferredNotRefused: a correct pair whose NotBefore is ahead
+// is a NotYetValidError carrying when it becomes valid, which Compute lists as
+// not yet valid (to defer), not invalid (to refuse); checked at or after its
+// NotBefore, it is fine. A pair that would be expired by then is invalid.
+func TestNotYetValidIsDeferredNotRefused(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	notBefore := now.Add(3 * time.Second)
+	early := ca.MustIssue(hotcerttest.WithValidity(notBefore, now.Add(24*time.Hour)))
+	data := map[string][]byte{"tls.crt": early.ChainPEM, "tls.key": early.KeyPEM}
+
+	got := rollout.CheckTLS(corev1.SecretTypeTLS, "Secret ns/x", data, now)
+	var nyv *rollout.NotYetValidError
+	if !errors.As(got["tls.crt"], &nyv) || !nyv.NotBefore.Equal(notBefore) {
+		t.Fatalf("CheckTLS = %v, want a NotYetValidError until %s", got, notBefore)
+	}
+	if got := rollout.CheckTLS(corev1.SecretTypeTLS, "Secret ns/x", data, notBefore); len(got) != 0 {
+		t.Errorf("at its NotBefore: %v", got)
+	}
+
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "tls"}, Type: corev1.SecretTypeTLS, Data: data}
+	cfg, err := rollout.Compute("ns", rollout.Refs{keysRef("tls", "tls.crt", "tls.key")}, func(rollout.Kind, string) (*rollout.Object, error) {
+		return rollout.SecretObject(s, now), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Invalid) != 0 || len(cfg.NotYetValid) != 2 || !cfg.NotYetValid[0].NotBefore.Equal(notBefore) || cfg.NotYetValid[0].Reason != rollout.ReasonNotYetValid {
+		t.Errorf("Compute: invalid %v, not yet valid %v", cfg.Invalid, cfg.NotYetValid)
+	}
+
+	// A chain whose intermediate expires before the leaf starts is never
+	// valid: refused, not deferred.
+	inter := ca.MustNewIntermediate(hotcerttest.WithValidity(now.Add(-time.Hour), now.Add(time.Second)))
+	never := inter.MustIssue(hotcerttest.WithValidity(notBefore, now.Add(time.Hour)))
+	got = rollout.CheckTLS(corev1.SecretTypeTLS, "Secret ns/x", map[string][]byte{"tls.crt": never.ChainPEM, "tls.key": never.KeyPEM}, now)
+	if err := got["tls.crt"]; err == nil || errors.As(err, &nyv) || !strings.Contains(err.Error(), "expired") {
+		t.Errorf("a chain never valid at once: %v", err)
 	}
 }

@@ -21,7 +21,7 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 // restricted to namespaces when any are given. What it keeps in memory:
 //
 //   - Secrets and ConfigMaps: nothing, unless Options.SecretCache is
-//     CacheFull (whole objects, for comparison). In the other modes they are
+//     cacheFull (whole objects, for comparison). In the other modes they are
 //     watched by the controller's own reflector (see refWatcher), which keeps
 //     only the objects an opted-in workload references, as digests.
 //   - Deployments, StatefulSets, DaemonSets: without managed fields and the
@@ -55,10 +55,10 @@ func (c *Controller) CacheOptions(namespaces ...string) cache.Options {
 }
 
 // ClientOptions returns the manager client configuration: unless the mode is
-// CacheFull, reads of Secrets and ConfigMaps go to the API server, so that no
+// cacheFull, reads of Secrets and ConfigMaps go to the API server, so that no
 // code path can start a whole-object informer for them by accident.
 func (c *Controller) ClientOptions() client.Options {
-	if c.opts.SecretCache == CacheFull {
+	if c.opts.SecretCache == cacheFull {
 		return client.Options{}
 	}
 	return client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}}}

@@ -176,7 +176,7 @@ func TestReferenceRulesRollAgents(t *testing.T) {
 
 	for _, n := range []string{"a1", "a2", "b1", "c1"} {
 		waitAdopted(t, ns, n)
-		waitEvent(t, ns, n, EventAdopted, "nothing restarted")
+		waitEvent(t, ns, n, eventAdopted, "nothing restarted")
 	}
 	// The rules say they are followed (kubectl get referencerules: READY True).
 	for _, name := range []string{"kagent-modelconfig", "kagent-agent"} {
@@ -198,7 +198,7 @@ func TestReferenceRulesRollAgents(t *testing.T) {
 
 	updateSecret(t, ns, "ca-a", setKey("ca.crt", ca()))
 	rolloutsAre(t, ns, map[string]int{"a1": 1, "a2": 1, "b1": 0, "c1": 1})
-	waitEvent(t, ns, "c1", EventRolled, "Secret ca-a key ca.crt changed")
+	waitEvent(t, ns, "c1", eventRolled, "Secret ca-a key ca.crt changed")
 
 	// Keys no chain consumes.
 	notes := updateSecret(t, ns, "ca-a", setKey("notes", "n2"))
@@ -214,9 +214,9 @@ func TestReferenceRulesRollAgents(t *testing.T) {
 	// A truncated CA: refused with a reason, nothing rolls; the next good
 	// write rolls.
 	updateSecret(t, ns, "ca-a", setKey("ca.crt", ca()[:120]))
-	waitEvent(t, ns, "a2", EventRefused, "ca.crt")
+	waitEvent(t, ns, "a2", eventRefused, "ca.crt")
 	rolloutsAre(t, ns, map[string]int{"a1": 2, "a2": 2, "b1": 0, "c1": 1})
-	if got := c.counter("Deployment", ResultRefused, rollout.ReasonInvalidTLS); got < 3 {
+	if got := c.counter("Deployment", resultRefused, reason(rollout.ReasonInvalidTLS)); got < 3 {
 		t.Fatalf("invalid TLS refusals: %d, want one for each of a1, a2, c1", got)
 	}
 	updateSecret(t, ns, "ca-a", setKey("ca.crt", ca()))
@@ -225,7 +225,7 @@ func TestReferenceRulesRollAgents(t *testing.T) {
 	// a1 now uses mc-b: re-hashed, a new baseline, no restart; it follows
 	// ca-b, no longer ca-a.
 	repoint(t, ns, "a1", "mc-b")
-	waitEvent(t, ns, "a1", EventRebased, "Secret ca-b")
+	waitEvent(t, ns, "a1", eventRebased, "Secret ca-b")
 	rolloutsAre(t, ns, map[string]int{"a1": 3})
 	updateSecret(t, ns, "ca-b", setKey("bundle.pem", ca()))
 	rolloutsAre(t, ns, map[string]int{"a1": 4, "a2": 3, "b1": 1, "c1": 2})
@@ -236,7 +236,7 @@ func TestReferenceRulesRollAgents(t *testing.T) {
 	if err := dyn(t).Resource(modelConfigs).Namespace(ns).Delete(testContext(t), "mc-b", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitEvent(t, ns, "b1", EventRefused, "ModelConfig "+ns+"/mc-b, named by Agent b1, not found")
+	waitEvent(t, ns, "b1", eventRefused, "ModelConfig "+ns+"/mc-b, named by Agent b1, not found")
 	updateSecret(t, ns, "ca-b", setKey("bundle.pem", ca()))
 	rolloutsAre(t, ns, map[string]int{"a1": 4, "b1": 1})
 
@@ -244,10 +244,10 @@ func TestReferenceRulesRollAgents(t *testing.T) {
 	if err := clientset().CoreV1().Secrets(ns).Delete(testContext(t), "ca-a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitEvent(t, ns, "a2", EventRefused, "Secret ca-a not found")
-	waitEvent(t, ns, "c1", EventRefused, "Secret ca-a not found")
+	waitEvent(t, ns, "a2", eventRefused, "Secret ca-a not found")
+	waitEvent(t, ns, "c1", eventRefused, "Secret ca-a not found")
 	rolloutsAre(t, ns, map[string]int{"a2": 4, "c1": 3})
-	if got := c.counter("Deployment", ResultRefused, rollout.ReasonMissingObject); got < 4 {
+	if got := c.counter("Deployment", resultRefused, reason(rollout.ReasonMissingObject)); got < 4 {
 		t.Fatalf("refusals counted: %d, want one for each of a1, b1, a2, c1", got)
 	}
 
@@ -278,19 +278,19 @@ func TestReferenceRuleChainAcrossNamespaces(t *testing.T) {
 	o := testOptions()
 	o.ReferenceRules = true
 	narrow := startController(t, ns, o)
-	waitEvent(t, ns, "a", EventRefused, "ModelProvider "+shared+"/prov, named by Agent a → ModelConfig mc, is in a namespace this controller does not watch")
+	waitEvent(t, ns, "a", eventRefused, "ModelProvider "+shared+"/prov, named by Agent a → ModelConfig mc, is in a namespace this controller does not watch")
 	narrow.Stop()
 	wider := startControllerIn(t, env.Config(), []string{ns, third}, o)
-	waitEvent(t, ns, "a", EventRefused, "Secret "+shared+"/token (named by Agent a → ModelConfig mc → ModelProvider prov) is in a namespace this controller does not watch")
-	if got := wider.counter("Deployment", ResultRefused, rollout.ReasonOutOfScope); got != 1 {
+	waitEvent(t, ns, "a", eventRefused, "Secret "+shared+"/token (named by Agent a → ModelConfig mc → ModelProvider prov) is in a namespace this controller does not watch")
+	if got := wider.counter("Deployment", resultRefused, reason(rollout.ReasonOutOfScope)); got != 1 {
 		t.Fatalf("out-of-scope refusals: %d, want 1", got)
 	}
 	wider.Stop()
 	// Both namespaces watched, but no hash key: plain digests of the other
 	// namespace's values would land on this namespace's Deployment.
 	unkeyed := startControllerIn(t, env.Config(), []string{ns, shared}, o)
-	waitEvent(t, ns, "a", EventRefused, "is in another namespace: following it needs a hash key (--hash-key-file)")
-	if got := unkeyed.counter("Deployment", ResultRefused, rollout.ReasonCrossNamespace); got != 1 {
+	waitEvent(t, ns, "a", eventRefused, "is in another namespace: following it needs a hash key (--hash-key-file)")
+	if got := unkeyed.counter("Deployment", resultRefused, reason(rollout.ReasonCrossNamespace)); got != 1 {
 		t.Fatalf("cross-namespace refusals: %d, want 1", got)
 	}
 	unkeyed.Stop()
@@ -304,11 +304,11 @@ func TestReferenceRuleChainAcrossNamespaces(t *testing.T) {
 		defer c.seenMu.Unlock()
 		return c.seen[objKey{rollout.KindSecret, shared, "token"}][other.ResourceVersion], nil
 	})
-	waitEvent(t, ns, "a", EventAdopted, "Secret "+shared+"/token as the baseline")
+	waitEvent(t, ns, "a", eventAdopted, "Secret "+shared+"/token as the baseline")
 	rolloutsAre(t, ns, map[string]int{"a": 0})
 	updateSecret(t, shared, "token", setKey("token", "t2"))
 	rolloutsAre(t, ns, map[string]int{"a": 1})
-	waitEvent(t, ns, "a", EventRolled, "Secret "+shared+"/token key token changed")
+	waitEvent(t, ns, "a", eventRolled, "Secret "+shared+"/token key token changed")
 }
 
 // Without the ReferenceRule CRD (a cluster where it was not installed), the

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/internal/state"
 )
 
 // TestRollsOnlyOnConsumedChange: one update of a consumed key gives exactly one
@@ -33,7 +34,7 @@ func TestRollsOnlyOnConsumedChange(t *testing.T) {
 	if got := podTemplate(t, ns, "app"); got != tmpl {
 		t.Fatalf("adoption touched the pod template:\n%s\n%s", tmpl, got)
 	}
-	waitEvent(t, ns, "app", EventAdopted, "nothing restarted")
+	waitEvent(t, ns, "app", eventAdopted, "nothing restarted")
 
 	// noRollout makes a change, waits until the controller has read it, and
 	// checks that nothing rolled.
@@ -62,17 +63,17 @@ func TestRollsOnlyOnConsumedChange(t *testing.T) {
 		if err := clientset().CoreV1().Secrets(ns).Delete(testContext(t), "s", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitEvent(t, ns, "app", EventRefused, "Secret s not found")
+		waitEvent(t, ns, "app", eventRefused, "Secret s not found")
 		return createSecret(t, secret(ns, "s", map[string]string{"a": "1", "unused": "y"}))
 	})
-	if got := c.counter("Deployment", ResultRolled, ReasonConfigChanged); got != 0 {
+	if got := c.counter("Deployment", resultRolled, reasonConfigChanged); got != 0 {
 		t.Fatalf("rolled counter = %d before any consumed change", got)
 	}
 
 	// The one change that matters.
 	updateSecret(t, ns, "s", setKey("a", "2"))
 	waitReplicaSets(t, ns, "app", 2)
-	ev := waitEvent(t, ns, "app", EventRolled, "Secret s key a changed")
+	ev := waitEvent(t, ns, "app", eventRolled, "Secret s key a changed")
 	t.Logf("event: %s", ev.Message)
 	holds(t, time.Second, "exactly one new ReplicaSet", func() (bool, error) { return replicaSets(t, ns, "app") == 2, nil })
 	d = getDeployment(t, ns, "app")
@@ -82,10 +83,10 @@ func TestRollsOnlyOnConsumedChange(t *testing.T) {
 	if d.Annotations[rollout.AnnotationLastRollout] == "" {
 		t.Fatal("no last-rollout annotation")
 	}
-	if got := c.counter("Deployment", ResultRolled, ReasonConfigChanged); got != 1 {
+	if got := c.counter("Deployment", resultRolled, reasonConfigChanged); got != 1 {
 		t.Fatalf("rolled counter = %d", got)
 	}
-	if got := c.counter("Deployment", ResultAdopted, ReasonOptedIn); got != 1 {
+	if got := c.counter("Deployment", resultAdopted, reasonOptedIn); got != 1 {
 		t.Fatalf("adopted counter = %d", got)
 	}
 
@@ -157,7 +158,7 @@ func TestTemplateEditIsNotRolledTwice(t *testing.T) {
 	// The new reference is watched: changing it rolls.
 	updateSecret(t, ns, "extra", setKey("b", "2"))
 	waitReplicaSets(t, ns, "app", 3)
-	waitEvent(t, ns, "app", EventRolled, "Secret extra key b changed")
+	waitEvent(t, ns, "app", eventRolled, "Secret extra key b changed")
 }
 
 // TestFlapping: a Secret changing every 200 ms for 30 s, with a minimum
@@ -199,11 +200,11 @@ func TestFlapping(t *testing.T) {
 	if rollouts > 4 || rollouts < 2 {
 		t.Fatalf("%d rollouts, want at most 4 (and more than one: the interval coalesces, it does not stop)", rollouts)
 	}
-	if got := c.counter("Deployment", ResultRolled, ReasonConfigChanged); got != rollouts {
+	if got := c.counter("Deployment", resultRolled, reasonConfigChanged); got != rollouts {
 		t.Errorf("rolled counter %d, ReplicaSets say %d", got, rollouts)
 	}
 	// One deferral Event per interval, not one per change.
-	if n := len(events(t, ns, "app", EventDeferred)); n > 4 {
+	if n := len(events(t, ns, "app", eventDeferred)); n > 4 {
 		t.Errorf("%d deferral Events for %d intervals", n, rollouts)
 	}
 }
@@ -219,13 +220,13 @@ func mustGetSecret(t testing.TB, ns, name string) *corev1.Secret {
 
 // pendingChanges computes, as the controller does, the changes the workload
 // has not rolled out yet.
-func pendingChanges(t testing.TB, c *running, d *appsv1.Deployment) []rollout.Change {
+func pendingChanges(t testing.TB, c *running, d *appsv1.Deployment) []state.Change {
 	t.Helper()
 	cfg, err := rollout.Compute(d.Namespace, rollout.PodSpecRefs(&d.Spec.Template.Spec), c.ctl.store.lookup(testContext(t), d.Namespace))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rollout.StateOf(d.Annotations).Changes(cfg)
+	return state.Of(d.Annotations).Changes(cfg)
 }
 
 // TestRefusesMissingAndInvalid: a missing key, a missing Secret, or a TLS
@@ -247,12 +248,12 @@ func TestRefusesMissingAndInvalid(t *testing.T) {
 
 	// A required key disappears: no rollout, an Event, a metric.
 	updateSecret(t, ns, "cfg", func(s *corev1.Secret) { s.Data = map[string][]byte{"other": []byte("x")} })
-	ev := waitEvent(t, ns, "app", EventRefused, "Secret cfg has no key token")
+	ev := waitEvent(t, ns, "app", eventRefused, "Secret cfg has no key token")
 	if ev.Type != corev1.EventTypeWarning {
 		t.Errorf("refusal Event type %s", ev.Type)
 	}
 	waitFor(t, "the refusal metric", func() (bool, error) {
-		return c.counter("Deployment", ResultRefused, rollout.ReasonMissingKey) == 1, nil
+		return c.counter("Deployment", resultRefused, reason(rollout.ReasonMissingKey)) == 1, nil
 	})
 	// Back with the same value: nothing to roll.
 	s := updateSecret(t, ns, "cfg", setKey("token", "t1"))
@@ -261,9 +262,9 @@ func TestRefusesMissingAndInvalid(t *testing.T) {
 
 	// A rotation writes a key that does not match the certificate.
 	updateSecret(t, ns, "tls", func(s *corev1.Secret) { s.Data["tls.crt"], s.Data["tls.key"] = leaf2.ChainPEM, wrong.KeyPEM })
-	ev = waitEvent(t, ns, "app", EventRefused, "does not match")
+	ev = waitEvent(t, ns, "app", eventRefused, "does not match")
 	t.Logf("event: %s", ev.Message)
-	if c.counter("Deployment", ResultRefused, rollout.ReasonInvalidTLS) != 1 {
+	if c.counter("Deployment", resultRefused, reason(rollout.ReasonInvalidTLS)) != 1 {
 		t.Error("no invalid_tls refusal counted")
 	}
 	holds(t, 500*time.Millisecond, "no rollout into a broken key pair", func() (bool, error) { return replicaSets(t, ns, "app") == 1, nil })
@@ -271,15 +272,15 @@ func TestRefusesMissingAndInvalid(t *testing.T) {
 	// The second half of the rotation lands: one rollout.
 	updateSecret(t, ns, "tls", func(s *corev1.Secret) { s.Data["tls.key"] = leaf2.KeyPEM })
 	waitReplicaSets(t, ns, "app", 2)
-	waitEvent(t, ns, "app", EventRolled, "Secret tls key tls.crt changed, Secret tls key tls.key changed")
+	waitEvent(t, ns, "app", eventRolled, "Secret tls key tls.crt changed, Secret tls key tls.key changed")
 
 	// The whole Secret goes away: refused.
 	if err := clientset().CoreV1().Secrets(ns).Delete(testContext(t), "cfg", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitEvent(t, ns, "app", EventRefused, "Secret cfg not found")
+	waitEvent(t, ns, "app", eventRefused, "Secret cfg not found")
 	holds(t, 500*time.Millisecond, "no rollout into a missing Secret", func() (bool, error) { return replicaSets(t, ns, "app") == 2, nil })
-	if c.counter("Deployment", ResultRefused, rollout.ReasonMissingObject) != 1 {
+	if c.counter("Deployment", resultRefused, reason(rollout.ReasonMissingObject)) != 1 {
 		t.Error("no missing_object refusal counted")
 	}
 }
@@ -296,9 +297,9 @@ func TestWaitsForPreviousRollout(t *testing.T) {
 	waitAdopted(t, ns, "app")
 
 	updateSecret(t, ns, "s", setKey("a", "2"))
-	waitEvent(t, ns, "app", EventDeferred, "waiting for the previous rollout to finish")
+	waitEvent(t, ns, "app", eventDeferred, "waiting for the previous rollout to finish")
 	holds(t, time.Second, "no rollout while the previous one runs", func() (bool, error) { return replicaSets(t, ns, "app") == 1, nil })
-	if c.counter("Deployment", ResultDeferred, ReasonInProgress) != 1 {
+	if c.counter("Deployment", resultDeferred, reasonInProgress) != 1 {
 		t.Error("deferral not counted once")
 	}
 	if got := testutilGauge(c.ctl.metrics.pending.WithLabelValues("Deployment")); got != 1 {
@@ -311,7 +312,7 @@ func TestWaitsForPreviousRollout(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReplicaSets(t, ns, "app", 2)
-	waitEvent(t, ns, "app", EventRolled, "Secret s key a changed")
+	waitEvent(t, ns, "app", eventRolled, "Secret s key a changed")
 	waitFor(t, "the pending gauge to drop", func() (bool, error) {
 		return testutilGauge(c.ctl.metrics.pending.WithLabelValues("Deployment")) == 0, nil
 	})
@@ -338,7 +339,7 @@ func TestRestartDuringInterval(t *testing.T) {
 	last := parseTime(t, getDeployment(t, ns, "app").Annotations[rollout.AnnotationLastRollout])
 
 	updateSecret(t, ns, "s", setKey("a", "3"))
-	waitEvent(t, ns, "app", EventDeferred, "minimum interval")
+	waitEvent(t, ns, "app", eventDeferred, "minimum interval")
 	first.Stop()
 	second := startController(t, ns, testOptions(), le)
 
@@ -353,7 +354,7 @@ func TestRestartDuringInterval(t *testing.T) {
 	if got := parseTime(t, d.Annotations[rollout.AnnotationLastRollout]); got.Sub(last) < 6*time.Second {
 		t.Fatalf("rolled %s after the previous rollout, inside the 6s interval", got.Sub(last))
 	}
-	if second.counter("Deployment", ResultRolled, ReasonConfigChanged) != 1 {
+	if second.counter("Deployment", resultRolled, reasonConfigChanged) != 1 {
 		t.Error("the new leader did not make the rollout")
 	}
 }
@@ -390,7 +391,7 @@ func TestChangeWhileStopped(t *testing.T) {
 	holds(t, 500*time.Millisecond, "only uses-s1 rolled", func() (bool, error) {
 		return replicaSets(t, ns, "uses-s2") == 1 && replicaSets(t, ns, "not-opted-in") == 1 && replicaSets(t, ns, "uses-s1") == 2, nil
 	})
-	if second.counter("Deployment", ResultRolled, ReasonConfigChanged) != 1 {
+	if second.counter("Deployment", resultRolled, reasonConfigChanged) != 1 {
 		t.Error("rolled counter")
 	}
 }
@@ -443,10 +444,10 @@ func TestOptIn100(t *testing.T) {
 	if len(rs.Items) != n {
 		t.Fatalf("%d ReplicaSets for %d Deployments: opting in rolled %d", len(rs.Items), n, len(rs.Items)-n)
 	}
-	if got := c.counter("Deployment", ResultAdopted, ReasonOptedIn); got != n {
+	if got := c.counter("Deployment", resultAdopted, reasonOptedIn); got != n {
 		t.Errorf("adopted counter %d", got)
 	}
-	if got := c.counter("Deployment", ResultRolled, ReasonConfigChanged); got != 0 {
+	if got := c.counter("Deployment", resultRolled, reasonConfigChanged); got != 0 {
 		t.Errorf("rolled counter %d", got)
 	}
 }
@@ -478,12 +479,12 @@ func TestStatefulSetAndDaemonSet(t *testing.T) {
 	updateSecret(t, ns, "s", setKey("a", "2"))
 	for _, o := range []client.Object{sts, ds} {
 		waitFor(t, "a new revision of "+o.GetName(), func() (bool, error) { return controllerRevisions(t, ns, o) == 2, nil })
-		waitEvent(t, ns, o.GetName(), EventRolled, "Secret s key a changed")
+		waitEvent(t, ns, o.GetName(), eventRolled, "Secret s key a changed")
 	}
 	holds(t, time.Second, "one revision each", func() (bool, error) {
 		return controllerRevisions(t, ns, sts) == 2 && controllerRevisions(t, ns, ds) == 2, nil
 	})
-	if c.counter("StatefulSet", ResultRolled, ReasonConfigChanged) != 1 || c.counter("DaemonSet", ResultRolled, ReasonConfigChanged) != 1 {
+	if c.counter("StatefulSet", resultRolled, reasonConfigChanged) != 1 || c.counter("DaemonSet", resultRolled, reasonConfigChanged) != 1 {
 		t.Error("rolled counters")
 	}
 }
@@ -514,7 +515,7 @@ func TestGlobalBudget(t *testing.T) {
 	start := time.Now()
 	updateSecret(t, ns, "shared", setKey("a", "2"))
 	waitFor(t, "two rollouts", func() (bool, error) { return rolled() == 2, nil })
-	waitFor(t, "three budget deferrals", func() (bool, error) { return c.counter("Deployment", ResultDeferred, ReasonBudget) == 3, nil })
+	waitFor(t, "three budget deferrals", func() (bool, error) { return c.counter("Deployment", resultDeferred, reasonBudget) == 3, nil })
 	holds(t, time.Until(start.Add(2500*time.Millisecond)), "the budget", func() (bool, error) { return rolled() == 2, nil })
 	waitFor(t, "four rollouts", func() (bool, error) { return rolled() == 4, nil })
 	waitFor(t, "five rollouts", func() (bool, error) { return rolled() == 5, nil })
@@ -536,9 +537,9 @@ func TestDryRun(t *testing.T) {
 	rv := getDeployment(t, ns, "app").ResourceVersion
 
 	updateSecret(t, ns, "s", setKey("a", "2"))
-	ev := waitEvent(t, ns, "app", EventWouldRoll, "would roll: Secret s key a changed")
+	ev := waitEvent(t, ns, "app", eventWouldRoll, "would roll: Secret s key a changed")
 	t.Logf("event: %s", ev.Message)
-	waitFor(t, "the dry-run metric", func() (bool, error) { return c.counter("Deployment", ResultDryRun, ReasonConfigChanged) == 1, nil })
+	waitFor(t, "the dry-run metric", func() (bool, error) { return c.counter("Deployment", resultDryRun, reasonConfigChanged) == 1, nil })
 	holds(t, 500*time.Millisecond, "no write", func() (bool, error) {
 		d := getDeployment(t, ns, "app")
 		return d.ResourceVersion == rv && replicaSets(t, ns, "app") == 1, nil
@@ -554,7 +555,7 @@ func TestDryRun(t *testing.T) {
 	s = mustGetSecret(t, ns2, "s")
 	waitFor(t, "the first reconcile", func() (bool, error) { return c2.digested(rollout.KindSecret, "s", s.ResourceVersion), nil })
 	updateSecret(t, ns2, "s", setKey("a", "2"))
-	waitEvent(t, ns2, "app", EventWouldRoll, "would roll: Secret s key a changed")
+	waitEvent(t, ns2, "app", eventWouldRoll, "would roll: Secret s key a changed")
 	if d := getDeployment(t, ns2, "app"); d.Generation != 1 || hasState(d) {
 		t.Fatal("--dry-run wrote to the workload")
 	}
@@ -621,7 +622,7 @@ func TestWaitTimeout(t *testing.T) {
 	waitAdopted(t, ns, "app")
 	start := time.Now()
 	updateSecret(t, ns, "s", setKey("a", "2"))
-	waitEvent(t, ns, "app", EventDeferred, "waiting for the previous rollout to finish")
+	waitEvent(t, ns, "app", eventDeferred, "waiting for the previous rollout to finish")
 	waitReplicaSets(t, ns, "app", 2)
 	if el := time.Since(start); el < 2*time.Second {
 		t.Fatalf("rolled after %s, inside the 2s wait timeout", el)

@@ -18,7 +18,6 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/spf13/pflag"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -262,15 +261,8 @@ func convert[T any](t testing.TB, u *unstructured.Unstructured) *T {
 func checkArgs(t testing.TB, d *appsv1.Deployment) Config {
 	t.Helper()
 	args := d.Spec.Template.Spec.Containers[0].Args
-	cfg := DefaultConfig()
-	fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
-	cfg.AddFlags(fs)
-	fs.String("log-format", "text", "")
-	fs.String("log-level", "info", "")
-	if err := fs.Parse(args); err != nil {
-		t.Fatalf("args %v: %v", args, err)
-	}
-	if err := cfg.Validate(); err != nil {
+	cfg, err := ParseArgs(args)
+	if err != nil {
 		t.Fatalf("args %v: %v", args, err)
 	}
 	return cfg
@@ -329,7 +321,7 @@ func TestKustomizeManifests(t *testing.T) {
 	waitAdopted(t, ns, "app")
 	updateSecret(t, ns, "s", setKey("a", "2"))
 	waitReplicaSets(t, ns, "app", 2)
-	waitEvent(t, ns, "app", EventRolled, "Secret s key a changed")
+	waitEvent(t, ns, "app", eventRolled, "Secret s key a changed")
 	if _, err := clientset().CoordinationV1().Leases(sa.Namespace).Get(ctx, cfg.LeaderElectionID, metav1.GetOptions{}); err != nil {
 		t.Fatalf("no Lease: %v", err)
 	}

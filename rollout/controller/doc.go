@@ -3,7 +3,8 @@
 // hotcert.dev/rollout-on-change: "true" when a Secret or ConfigMap key they
 // consume changes, with the parts of package rollout.
 //
-// Use it as a process with Run (or NewManager), or inside a manager of your own:
+// The hotcert-controller binary (cmd/hotcert-controller, flags in its
+// app/options package) runs it in a manager of its own; run it inside yours:
 //
 //	ctl, err := controller.New(controller.Options{MinInterval: 5 * time.Minute})
 //	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
@@ -19,10 +20,12 @@
 // hotcert.dev/config-hash — unless a required object or key is missing or TLS
 // content is unusable (refused), the minimum interval since the last rollout
 // has not passed, the previous rollout has not finished, or the global budget
-// is spent (deferred). Every decision is an Event on the workload and a
+// is spent, or a certificate is not valid yet (deferred). Every decision is an Event on the workload and a
 // Prometheus metric; every piece of state lives in the API.
 //
 // Secrets and ConfigMaps are not cached: the controller's own reflector keeps,
 // of each object an opted-in workload references, only the digests of its
-// keys, and nothing at all of the others (see SecretCache).
+// keys, and nothing at all of the others (see SecretCache). With
+// Options.Webhook, the controller also serves the admission webhook of package
+// rollout/chain/webhook.
 package controller

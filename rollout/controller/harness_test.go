@@ -214,8 +214,8 @@ func (r *running) Stop() {
 }
 
 // counter returns the value of <prefix>_rollouts_total{kind,result,reason}.
-func (r *running) counter(kind, result, reason string) int {
-	return int(testutil.ToFloat64(r.ctl.report.metrics.rollouts.WithLabelValues(kind, result, reason)))
+func (r *running) counter(kind string, res result, why reason) int {
+	return int(testutil.ToFloat64(r.ctl.report.metrics.rollouts.WithLabelValues(kind, string(res), string(why))))
 }
 
 // digested reports whether a reconcile has resolved the version rv of an
@@ -429,7 +429,7 @@ func waitAdopted(t testing.TB, ns, name string) *appsv1.Deployment {
 }
 
 // events returns the Events on the object named name, with reason, oldest first.
-func events(t testing.TB, ns, name, reason string) []corev1.Event {
+func events(t testing.TB, ns, name string, reason eventReason) []corev1.Event {
 	t.Helper()
 	list, err := clientset().CoreV1().Events(ns).List(testContext(t), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
 	if err != nil {
@@ -437,7 +437,7 @@ func events(t testing.TB, ns, name, reason string) []corev1.Event {
 	}
 	var out []corev1.Event
 	for _, e := range list.Items {
-		if reason == "" || e.Reason == reason {
+		if reason == "" || e.Reason == string(reason) {
 			out = append(out, e)
 		}
 	}
@@ -445,7 +445,7 @@ func events(t testing.TB, ns, name, reason string) []corev1.Event {
 	return out
 }
 
-func waitEvent(t testing.TB, ns, name, reason, contains string) corev1.Event {
+func waitEvent(t testing.TB, ns, name string, reason eventReason, contains string) corev1.Event {
 	t.Helper()
 	var found corev1.Event
 	waitFor(t, fmt.Sprintf("a %s Event on %s saying %q", reason, name, contains), func() (bool, error) {

@@ -62,7 +62,11 @@ func memoryHelper() error {
 		return err
 	}
 	rc.QPS, rc.Burst = 200, 400
-	ctl, err := New(Options{MinInterval: -1, MaxRollouts: -1, SecretCache: SecretCache(mode), Registerer: prometheus.NewRegistry()})
+	o := Options{MinInterval: -1, MaxRollouts: -1, SecretCache: SecretCache(mode), Registerer: prometheus.NewRegistry()}
+	if o.SecretCache == cacheFull {
+		o.SecretCache, o.cacheEverything = "", true
+	}
+	ctl, err := New(o)
 	if err != nil {
 		return err
 	}

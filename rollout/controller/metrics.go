@@ -7,30 +7,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Results of a decision, the "result" label of <prefix>_rollouts_total.
-const (
-	ResultRolled   = "rolled"
-	ResultDeferred = "deferred"
-	ResultRefused  = "refused"
-	ResultDryRun   = "dry_run"
-	ResultAdopted  = "adopted"
-)
-
-// Reasons, the "reason" label of <prefix>_rollouts_total, beside rollout's
-// problem reasons (missing_object, missing_key, invalid_tls).
-const (
-	ReasonConfigChanged = "config_changed"
-	ReasonMinInterval   = "min_interval"
-	ReasonInProgress    = "in_progress"
-	ReasonBudget        = "budget"
-	ReasonOptedIn       = "opted_in"
-	// ReasonReferencesChanged: the set of consumed objects or keys changed.
-	ReasonReferencesChanged = "references_changed"
-	// ReasonStateRemoved: another writer removed the recorded state; the
-	// workload was adopted again.
-	ReasonStateRemoved = "state_removed"
-)
-
 // metrics are the controller's Prometheus collectors. Counters move once per
 // decision, never per resync or per repeated reconcile of the same situation.
 type metrics struct {

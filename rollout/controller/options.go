@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -41,10 +42,12 @@ const (
 	// data of a referenced object is read with one GET per new version. The
 	// smallest footprint and traffic; one API round trip more per change.
 	CacheMetadata SecretCache = "metadata"
-	// CacheFull caches whole objects, as Reloader, wave and kagent do. It exists
-	// to measure the difference.
-	CacheFull SecretCache = "full"
 )
+
+// cacheFull caches whole objects, as Reloader, wave and kagent do. Only the
+// memory benchmark uses it (Options.cacheEverything), to measure the
+// difference.
+const cacheFull SecretCache = "full"
 
 // Options configure the rollout controller. The zero value is usable: every zero
 // field takes its default (see Default).
@@ -85,6 +88,10 @@ type Options struct {
 	AlsoReferenced func(kind rollout.Kind, namespace, name string) bool
 	// HashKey, if set, keys the hashes (HMAC-SHA256); see rollout.WithHashKey.
 	HashKey []byte
+	// Webhook, if its Addr is set, serves the admission webhook that keeps the
+	// stamp and the controller's state when an owner controller rewrites a
+	// workload (see package rollout/chain/webhook), on every replica.
+	Webhook Webhook
 	// MaxConcurrentReconciles per workload kind (default DefaultMaxConcurrency).
 	MaxConcurrentReconciles int
 	// Registerer receives the metrics (default controller-runtime's registry,
@@ -97,6 +104,18 @@ type Options struct {
 	// SkipNameValidation lets several managers in one process (tests) register
 	// controllers of the same name.
 	SkipNameValidation bool
+
+	// cacheEverything makes the controller cache whole Secrets and ConfigMaps
+	// (cacheFull), for the memory benchmark's comparison.
+	cacheEverything bool
+}
+
+// Webhook is where the admission webhook listens and the files of its serving
+// certificate (chain) and key, PEM, reloaded when they change: a renewal is
+// served at the next handshake.
+type Webhook struct {
+	Addr              string // e.g. ":9443"
+	CertFile, KeyFile string
 }
 
 // Default returns o with every zero field set to its default.
@@ -125,6 +144,9 @@ func (o Options) Default() Options {
 	if o.SecretCache == "" {
 		o.SecretCache = CacheReferenced
 	}
+	if o.cacheEverything {
+		o.SecretCache = cacheFull
+	}
 	if o.MetricsPrefix == "" {
 		o.MetricsPrefix = DefaultMetricsPrefix
 	}
@@ -138,13 +160,15 @@ func (o Options) Default() Options {
 func (o Options) Validate() error {
 	switch {
 	case o.BudgetWindow < 0:
-		return fmt.Errorf("rollout budget window %s is negative", o.BudgetWindow)
+		return fmt.Errorf("controller: rollout budget window %s is negative", o.BudgetWindow)
 	case o.RolloutWaitTimeout < 0:
-		return fmt.Errorf("rollout wait timeout %s is negative", o.RolloutWaitTimeout)
-	case o.SecretCache != "" && o.SecretCache != CacheReferenced && o.SecretCache != CacheMetadata && o.SecretCache != CacheFull:
-		return fmt.Errorf("secret cache %q: want referenced, metadata or full", o.SecretCache)
+		return fmt.Errorf("controller: rollout wait timeout %s is negative", o.RolloutWaitTimeout)
+	case o.SecretCache != "" && o.SecretCache != CacheReferenced && o.SecretCache != CacheMetadata && !(o.cacheEverything && o.SecretCache == cacheFull):
+		return fmt.Errorf("controller: secret cache %q: want referenced or metadata", o.SecretCache)
+	case o.Webhook.Addr != "" && (o.Webhook.CertFile == "" || o.Webhook.KeyFile == ""):
+		return errors.New("controller: the webhook needs a certificate file and a key file")
 	case o.MaxConcurrentReconciles < 0:
-		return fmt.Errorf("max concurrent reconciles %d is negative", o.MaxConcurrentReconciles)
+		return fmt.Errorf("controller: max concurrent reconciles %d is negative", o.MaxConcurrentReconciles)
 	}
 	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -29,7 +28,7 @@ import (
 func startWebhook(t *testing.T, ns string) {
 	t.Helper()
 	ca, crt, key := servingKeyPair(t)
-	ws, err := newWebhookServer("127.0.0.1:0", crt, key, logr.Discard(), Options{Registerer: prometheus.NewRegistry()})
+	ws, err := newWebhookServer("127.0.0.1:0", crt, key, Options{Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +204,7 @@ func TestOwnerControllerResettingAnnotationsDoesNotUndoRollouts(t *testing.T) {
 	o.ReferenceRules = true
 	startControllerIn(t, env.Config(), []string{guarded, plain}, o)
 	waitAdopted(t, guarded, "agent")
-	waitEvent(t, plain, "agent", EventAdopted, "nothing restarted")
+	waitEvent(t, plain, "agent", eventAdopted, "nothing restarted")
 
 	for i := 1; i <= 2; i++ {
 		for _, ns := range []string{guarded, plain} {
@@ -239,7 +238,7 @@ func TestStateRemovedByAnotherWriterIsReported(t *testing.T) {
 	waitReplicaSets(t, ns, "app", 1)
 	c := startController(t, ns, testOptions())
 	waitAdopted(t, ns, "app")
-	if got := c.counter("Deployment", ResultAdopted, ReasonStateRemoved); got != 0 {
+	if got := c.counter("Deployment", resultAdopted, reasonStateRemoved); got != 0 {
 		t.Fatalf("state_removed before any removal: %d", got)
 	}
 
@@ -252,9 +251,9 @@ func TestStateRemovedByAnotherWriterIsReported(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitEvent(t, ns, "app", EventStateRemoved, "deploy the controller's admission webhook")
+	waitEvent(t, ns, "app", eventStateRemoved, "deploy the controller's admission webhook")
 	waitAdopted(t, ns, "app")
-	if got := c.counter("Deployment", ResultAdopted, ReasonStateRemoved); got != 1 {
+	if got := c.counter("Deployment", resultAdopted, reasonStateRemoved); got != 1 {
 		t.Fatalf("state_removed: %d, want 1", got)
 	}
 	rolloutsAre(t, ns, map[string]int{"app": 0})
@@ -275,7 +274,7 @@ func TestStateRemovedByAnotherWriterIsReported(t *testing.T) {
 		})
 		time.Sleep(50 * time.Millisecond)
 	}
-	if got := c.counter("Deployment", ResultAdopted, ReasonStateRemoved); got < 2 || got > 5 {
+	if got := c.counter("Deployment", resultAdopted, reasonStateRemoved); got < 2 || got > 5 {
 		t.Fatalf("state_removed after 5 s of removals every 50 ms: %d, want a few (backed off), not one per removal", got)
 	} else {
 		t.Logf("5 s of removals every 50 ms: %d re-adoptions", got)

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,6 +18,9 @@ import (
 
 	"github.com/hotcert/hotcert/rollout"
 	"github.com/hotcert/hotcert/rollout/chain"
+	"github.com/hotcert/hotcert/rollout/internal/budget"
+	"github.com/hotcert/hotcert/rollout/internal/progress"
+	"github.com/hotcert/hotcert/rollout/internal/state"
 )
 
 // reconciler rolls the workloads of one kind. It is level-triggered: every
@@ -40,10 +42,10 @@ type reconciler struct {
 	namespaces []string
 
 	mu           sync.Mutex
-	waitingSince map[string]time.Time     // when a change first waited for the previous rollout
-	dryBaseline  map[string]rollout.State // dry-run baselines of workloads never adopted
-	adopted      map[string]types.UID     // workloads this process adopted
-	removals     map[string]removals      // workloads whose state another writer removed
+	waitingSince map[string]time.Time   // when a change first waited for the previous rollout
+	dryBaseline  map[string]state.State // dry-run baselines of workloads never adopted
+	adopted      map[string]types.UID   // workloads this process adopted
+	removals     map[string]removals    // workloads whose state another writer removed
 }
 
 // removals counts how often another writer removed a workload's recorded
@@ -64,7 +66,7 @@ const (
 
 // shared is the state the three kinds' reconcilers share.
 type shared struct {
-	budget *rollout.Budget
+	budget *budget.Budget
 	cache  client.Reader
 	// onLookup, for tests, sees every object a reconcile resolves (nil when
 	// the object is missing).
@@ -90,7 +92,7 @@ func (s *shared) seedBudget(ctx context.Context, now time.Time) error {
 		}
 		eachObject(list, func(o client.Object) {
 			if optedIn(o) || hasState(o) {
-				s.budget.Observe(workloadKey(k.name, o), rollout.StateOf(o.GetAnnotations()).LastRollout, now)
+				s.budget.Observe(workloadKey(k.name, o), state.Of(o.GetAnnotations()).LastRollout, now)
 			}
 		})
 	}
@@ -111,22 +113,98 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return res, err
 }
 
+// workload is one reconcile's view of a managed workload: what it consumes
+// now and what its annotations record.
+type workload struct {
+	obj      client.Object
+	key      string
+	refs     rollout.Refs
+	cfg      *rollout.Config
+	recorded state.State
+	// problems are the chains' missing links and out-of-scope objects.
+	problems []rollout.Problem
+	interval time.Duration
+	dry      bool
+	now      time.Time
+}
+
+// reconcile decides, in named steps, what to do with one workload: load it,
+// resolve what it consumes, then refuse (a required object or key is missing),
+// adopt (record the baseline), rebase (it now consumes other objects or keys),
+// refuse (unusable TLS), defer (not yet valid TLS, minimum interval, previous
+// rollout, budget) or roll. Each step that fails says which it was.
 func (r *reconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	logger := log.FromContext(ctx)
+	w, cons, err := r.load(ctx, req)
+	if w == nil || err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := r.resolve(ctx, w, cons); err != nil {
+		return reconcile.Result{}, fmt.Errorf("resolving what %s consumes: %w", w.key, err)
+	}
+
+	// Never roll, nor adopt, into a missing Secret, ConfigMap, key or link of
+	// a chain of custom resources.
+	if missing := slices.Concat(w.problems, w.cfg.Missing); len(missing) > 0 {
+		r.refuse(w, missing)
+		return reconcile.Result{}, nil
+	}
+	if !w.recorded.Adopted() || !w.recorded.Comparable(w.cfg) {
+		if !w.dry {
+			res, err := r.adopt(ctx, w)
+			return res, wrapStep("adopting", w, err)
+		}
+		w.recorded = r.dryRunBaseline(w.key, w.recorded, w.cfg)
+	}
+	changes := w.recorded.Changes(w.cfg)
+	if len(changes) == 0 {
+		return reconcile.Result{}, wrapStep("recording the new baseline of", w, r.rebase(ctx, w))
+	}
+	what := state.Describe(changes, 8)
+	if len(w.cfg.Invalid) > 0 {
+		r.refuse(w, w.cfg.Invalid)
+		return reconcile.Result{}, nil
+	}
+	if early := pending(w.cfg.NotYetValid, w.now); len(early) > 0 {
+		return r.deferUntilValid(w, what, early), nil
+	}
+	if w.dry {
+		r.report.report(w.obj, r.kind.name, w.key, outcome{
+			sig: "dry/" + w.cfg.Hash, result: resultDryRun, reason: reasonConfigChanged, event: eventWouldRoll,
+			note: "would roll: " + what,
+		})
+		return reconcile.Result{}, nil
+	}
+	if res, deferred, err := r.deferRollout(ctx, w, what); deferred || err != nil {
+		return res, wrapStep("checking the rollout's timing of", w, err)
+	}
+	return reconcile.Result{}, wrapStep("rolling", w, r.roll(ctx, w, what))
+}
+
+func wrapStep(step string, w *workload, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s %s: %w", step, w.key, err)
+}
+
+// load reads the workload req names. It returns nil when the workload is gone
+// or not managed (neither opted in nor reached by a ReferenceRule's chain),
+// after forgetting it and removing the state it records.
+func (r *reconciler) load(ctx context.Context, req reconcile.Request) (*workload, *chain.Consumption, error) {
 	obj := r.kind.newObj()
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(r.kind.name + "/" + req.Namespace + "/" + req.Name)
-			return reconcile.Result{}, nil
+			return nil, nil, nil
 		}
-		return reconcile.Result{}, err
+		return nil, nil, fmt.Errorf("reading %s %s: %w", r.kind.name, req.NamespacedName, err)
 	}
 	key := workloadKey(r.kind.name, obj)
 	var cons *chain.Consumption
 	if r.live != nil {
 		var err error
 		if cons, err = r.live.Consumed(r.kind.name, obj.GetNamespace(), obj.GetName()); err != nil {
-			return reconcile.Result{}, err
+			return nil, nil, fmt.Errorf("following the ReferenceRules to %s: %w", key, err)
 		}
 	}
 	if !(optedIn(obj) || cons != nil) || obj.GetDeletionTimestamp() != nil {
@@ -136,27 +214,35 @@ func (r *reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 				// The chains are not known yet: it may be a workload a
 				// ReferenceRule reaches. Live enqueues every workload of its
 				// graph once it is ready.
-				return reconcile.Result{}, nil
+				return nil, nil, nil
 			}
-			return reconcile.Result{}, r.clearState(ctx, obj)
+			if err := r.clearState(ctx, obj); err != nil {
+				return nil, nil, fmt.Errorf("removing the recorded state of %s: %w", key, err)
+			}
 		}
-		return reconcile.Result{}, nil
+		return nil, nil, nil
 	}
-
-	tmpl := rollout.PodTemplate(obj)
-	if len(tmpl.Spec.Containers) == 0 {
+	if len(rollout.PodTemplate(obj).Spec.Containers) == 0 {
 		// Cached as metadata only: a workload a ReferenceRule reaches, not
 		// adopted yet (once adopted, the cache keeps its spec). Read it.
 		obj = r.kind.newObj()
 		if err := r.api.Get(ctx, req.NamespacedName, obj); err != nil {
-			return reconcile.Result{}, client.IgnoreNotFound(err)
+			if apierrors.IsNotFound(err) {
+				return nil, nil, nil
+			}
+			return nil, nil, fmt.Errorf("reading %s: %w", key, err)
 		}
-		tmpl = rollout.PodTemplate(obj)
 	}
-	refs := rollout.PodSpecRefs(&tmpl.Spec)
-	var chainProblems []rollout.Problem
+	return &workload{obj: obj, key: key}, cons, nil
+}
+
+// resolve computes what w consumes (its pod spec, and the chains that reach
+// it) and reads its recorded state and annotations.
+func (r *reconciler) resolve(ctx context.Context, w *workload, cons *chain.Consumption) error {
+	obj := w.obj
+	w.refs = rollout.PodSpecRefs(&rollout.PodTemplate(obj).Spec)
 	if cons != nil {
-		refs, chainProblems = r.chainRefs(obj.GetNamespace(), refs, cons)
+		w.refs, w.problems = r.chainRefs(obj.GetNamespace(), w.refs, cons)
 	}
 	lookup := r.store.lookup(ctx, obj.GetNamespace())
 	if hook := r.shared.onLookup; hook != nil {
@@ -164,139 +250,171 @@ func (r *reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		lookup = func(kind rollout.Kind, name string) (*rollout.Object, error) {
 			o, err := inner(kind, name)
 			ns, n := rollout.SplitName(obj.GetNamespace(), name)
-			hook(key, objKey{kind, ns, n}, o)
+			hook(w.key, objKey{kind, ns, n}, o)
 			return o, err
 		}
 	}
-	cfg, err := rollout.Compute(obj.GetNamespace(), refs, lookup, r.hashOpts...)
+	cfg, err := rollout.Compute(obj.GetNamespace(), w.refs, lookup, r.hashOpts...)
 	if err != nil {
-		return reconcile.Result{}, err
+		return err
 	}
+	w.cfg = cfg
 	ann := obj.GetAnnotations()
-	interval, err := rollout.MinInterval(ann, r.opts.MinInterval)
-	if err != nil {
-		r.report.warnAnnotation(obj, key, err)
+	if w.interval, err = state.MinInterval(ann, r.opts.MinInterval); err != nil {
+		r.report.warnAnnotation(obj, w.key, err)
 	}
-	state := rollout.StateOf(ann)
-	dry := r.opts.DryRun || rollout.IsTrue(ann, rollout.AnnotationDryRun)
-	now := r.opts.Clock.Now().UTC().Truncate(time.Millisecond)
-	r.shared.budget.Observe(key, state.LastRollout, now)
+	w.recorded = state.Of(ann)
+	w.dry = r.opts.DryRun || state.IsTrue(ann, rollout.AnnotationDryRun)
+	w.now = r.opts.Clock.Now().UTC().Truncate(time.Millisecond)
+	r.shared.budget.Observe(w.key, w.recorded.LastRollout, w.now)
+	return nil
+}
 
-	// Never roll, nor adopt, into a missing Secret, ConfigMap, key or link of
-	// a chain of custom resources.
-	if missing := slices.Concat(chainProblems, cfg.Missing); len(missing) > 0 {
-		r.refuse(obj, key, cfg, missing, state.Adopted())
-		return reconcile.Result{}, nil
-	}
-
-	if !state.Adopted() || !state.Comparable(cfg) {
-		if dry {
-			state = r.dryRunBaseline(key, state, cfg)
-		} else {
-			// Adoption: record what the running pods consume, touch no pod
-			// template, restart nothing.
-			removed := !state.Adopted() && r.wasAdopted(key, obj.GetUID())
-			if removed {
-				if wait := r.removedAgain(key, now); wait > 0 {
-					return reconcile.Result{RequeueAfter: wait}, nil
-				}
-			}
-			if err := r.writeState(ctx, obj, state.Applied(cfg)); err != nil {
-				return reconcile.Result{}, err
-			}
-			if removed {
-				// Someone else removed the recorded state: most likely an
-				// owner controller that writes the workload's annotations as
-				// it wants them. Every removal costs a write, and a change
-				// that lands in between is taken as the baseline.
-				r.report.report(obj, r.kind.name, key, "", ResultAdopted, ReasonStateRemoved, corev1.EventTypeWarning, EventStateRemoved,
-					fmt.Sprintf("another writer removed hotcert's annotations (%s); recorded config hash %s again as the baseline, nothing restarted (if it goes on, re-adoptions back off up to %s). If an owner controller rewrites this workload's annotations, deploy the controller's admission webhook (--webhook-bind-address), which keeps them", rollout.AnnotationAppliedHash, short(cfg.Hash), maxRemovalBackoff))
-			} else {
-				r.report.report(obj, r.kind.name, key, "", ResultAdopted, ReasonOptedIn, corev1.EventTypeNormal, EventAdopted,
-					fmt.Sprintf("recorded config hash %s of %s as the baseline; nothing restarted", short(cfg.Hash), describeRefs(refs)))
-			}
-			r.markAdopted(key, obj.GetUID())
-			r.report.settled(key)
-			logger.V(1).Info("adopted", "hash", cfg.Hash)
-			return reconcile.Result{}, nil
+// adopt records what the running pods consume as the baseline: it touches no
+// pod template and restarts nothing.
+func (r *reconciler) adopt(ctx context.Context, w *workload) (reconcile.Result, error) {
+	removed := !w.recorded.Adopted() && r.wasAdopted(w.key, w.obj.GetUID())
+	if removed {
+		if wait := r.removedAgain(w.key, w.now); wait > 0 {
+			return reconcile.Result{RequeueAfter: wait}, nil
 		}
 	}
-
-	changes := state.Changes(cfg)
-	if len(changes) == 0 {
-		r.settled(key)
-		if state.AppliedHash != cfg.Hash && !dry {
-			// The pod template, or a chain of custom resources, now references
-			// other objects or keys: that is the owner's change, which rolls the
-			// workload by itself if its pods must see it (and a rule added or
-			// edited must not restart everything). Record the new baseline, no
-			// stamp.
-			if err := r.writeState(ctx, obj, state.Applied(cfg)); err != nil {
-				return reconcile.Result{}, err
-			}
-			r.report.report(obj, r.kind.name, key, "", ResultAdopted, ReasonReferencesChanged, corev1.EventTypeNormal, EventRebased,
-				fmt.Sprintf("now consumes %s; recorded config hash %s as the new baseline, nothing restarted", describeRefs(refs), short(cfg.Hash)))
-			return reconcile.Result{}, nil
-		}
-		return reconcile.Result{}, nil
-	}
-	what := rollout.Describe(changes, 8)
-
-	if len(cfg.Invalid) > 0 {
-		r.refuse(obj, key, cfg, cfg.Invalid, true)
-		return reconcile.Result{}, nil
-	}
-	if dry {
-		r.report.report(obj, r.kind.name, key, "dry/"+cfg.Hash, ResultDryRun, ReasonConfigChanged, corev1.EventTypeNormal, EventWouldRoll,
-			"would roll: "+what)
-		return reconcile.Result{}, nil
-	}
-
-	// Rate control, all of it derived from the API: the last rollout time from
-	// the workload's annotation, the previous rollout's progress from its
-	// status. A deferral is a RequeueAfter, never an in-memory timer.
-	if next := state.NextRollout(interval, now); !next.IsZero() {
-		r.report.report(obj, r.kind.name, key, "interval/"+next.String(), ResultDeferred, ReasonMinInterval, corev1.EventTypeNormal, EventDeferred,
-			fmt.Sprintf("%s; rolling at %s, %s after the last rollout (minimum interval)", what, next.Format(time.RFC3339), interval))
-		return reconcile.Result{RequeueAfter: next.Sub(now)}, nil
-	}
-	if p := rollout.ProgressOf(obj); !p.Done {
-		since := r.waitStart(key, now)
-		if deadline := since.Add(r.opts.RolloutWaitTimeout); now.Before(deadline) {
-			r.report.report(obj, r.kind.name, key, "progress", ResultDeferred, ReasonInProgress, corev1.EventTypeNormal, EventDeferred,
-				fmt.Sprintf("%s; waiting for the previous rollout to finish (%s), at most until %s", what, p.Detail, deadline.Format(time.RFC3339)))
-			return reconcile.Result{RequeueAfter: deadline.Sub(now)}, nil
-		}
-		logger.Info("previous rollout still in progress after the wait timeout; rolling anyway", "progress", p.Detail)
-	}
-	if err := r.shared.seedBudget(ctx, now); err != nil {
+	if err := r.writeState(ctx, w.obj, w.recorded.Applied(w.cfg)); err != nil {
 		return reconcile.Result{}, err
 	}
-	if retry := r.shared.budget.Take(key, now); !retry.IsZero() {
-		r.report.report(obj, r.kind.name, key, "budget", ResultDeferred, ReasonBudget, corev1.EventTypeNormal, EventDeferred,
-			fmt.Sprintf("%s; global rollout budget spent (%d per %s), retrying at %s", what, r.opts.MaxRollouts, r.opts.BudgetWindow, retry.Format(time.RFC3339)))
-		return reconcile.Result{RequeueAfter: retry.Sub(now) + 10*time.Millisecond}, nil
+	if removed {
+		// Someone else removed the recorded state: most likely an owner
+		// controller that writes the workload's annotations as it wants them.
+		// Every removal costs a write, and a change that lands in between is
+		// taken as the baseline.
+		r.report.report(w.obj, r.kind.name, w.key, outcome{
+			result: resultAdopted, reason: reasonStateRemoved, event: eventStateRemoved, warning: true,
+			note: fmt.Sprintf("another writer removed hotcert's annotations (%s); recorded config hash %s again as the baseline, nothing restarted (if it goes on, re-adoptions back off up to %s). If an owner controller rewrites this workload's annotations, deploy the controller's admission webhook, which keeps them", rollout.AnnotationAppliedHash, short(w.cfg.Hash), maxRemovalBackoff),
+		})
+	} else {
+		r.report.report(w.obj, r.kind.name, w.key, outcome{
+			result: resultAdopted, reason: reasonOptedIn, event: eventAdopted,
+			note: fmt.Sprintf("recorded config hash %s of %s as the baseline; nothing restarted", short(w.cfg.Hash), describeRefs(w.refs)),
+		})
 	}
-
-	// Roll: stamp the pod template and record the state in one write,
-	// conditional on the version the decision was made on.
-	orig := obj.DeepCopyObject().(client.Object)
-	rollout.Stamp(rollout.PodTemplate(obj), cfg.Hash)
-	setAnnotations(obj, state.Rolled(cfg, now).Annotations())
-	if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(rollout.FieldManager)); err != nil {
-		r.shared.budget.Release(key, now)
-		return reconcile.Result{}, err
-	}
-	r.settled(key)
-	r.report.report(obj, r.kind.name, key, "", ResultRolled, ReasonConfigChanged, corev1.EventTypeNormal, EventRolled,
-		fmt.Sprintf("rolled: %s (config hash %s)", what, short(cfg.Hash)))
-	r.report.settled(key)
-	logger.Info("rolled", "changes", what, "hash", cfg.Hash)
+	r.markAdopted(w.key, w.obj.GetUID())
+	r.report.settled(w.key)
+	log.FromContext(ctx).V(1).Info("adopted", "hash", w.cfg.Hash)
 	return reconcile.Result{}, nil
 }
 
+// rebase handles a workload without content changes: when its pod template,
+// or a chain of custom resources, now references other objects or keys, that
+// is the owner's change, which rolls the workload by itself if its pods must
+// see it (and a rule added or edited must not restart everything): the new
+// baseline is recorded, no stamp.
+func (r *reconciler) rebase(ctx context.Context, w *workload) error {
+	r.settled(w.key)
+	if w.recorded.AppliedHash == w.cfg.Hash || w.dry {
+		return nil
+	}
+	if err := r.writeState(ctx, w.obj, w.recorded.Applied(w.cfg)); err != nil {
+		return err
+	}
+	r.report.report(w.obj, r.kind.name, w.key, outcome{
+		result: resultAdopted, reason: reasonReferencesChanged, event: eventRebased,
+		note: fmt.Sprintf("now consumes %s; recorded config hash %s as the new baseline, nothing restarted", describeRefs(w.refs), short(w.cfg.Hash)),
+	})
+	return nil
+}
+
+// pending returns the problems of content not valid yet at now.
+func pending(notYetValid []rollout.Problem, now time.Time) []rollout.Problem {
+	var out []rollout.Problem
+	for _, p := range notYetValid {
+		if now.Before(p.NotBefore) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// deferUntilValid defers a change onto certificates that are not valid yet:
+// the pods' reloaders would refuse them, so the workload rolls when the last
+// of them becomes valid (there is no clock-skew tolerance), and the Event says
+// so.
+func (r *reconciler) deferUntilValid(w *workload, what string, early []rollout.Problem) reconcile.Result {
+	until := early[0].NotBefore
+	var parts []string
+	for _, p := range early {
+		if p.NotBefore.After(until) {
+			until = p.NotBefore
+		}
+		if s := p.String(); !slices.Contains(parts, s) {
+			parts = append(parts, s)
+		}
+	}
+	r.report.report(w.obj, r.kind.name, w.key, outcome{
+		sig: "notbefore/" + w.cfg.Hash, result: resultDeferred, reason: reason(rollout.ReasonNotYetValid), event: eventDeferred,
+		note: fmt.Sprintf("%s; waiting for the certificate's NotBefore, rolling at %s: %s", what, until.UTC().Format(time.RFC3339), strings.Join(parts, "; ")),
+	})
+	return reconcile.Result{RequeueAfter: until.Sub(w.now)}
+}
+
+// deferRollout applies rate control, all of it derived from the API: the last
+// rollout time from the workload's annotation, the previous rollout's progress
+// from its status. A deferral is a RequeueAfter, never an in-memory timer.
+func (r *reconciler) deferRollout(ctx context.Context, w *workload, what string) (reconcile.Result, bool, error) {
+	if next := w.recorded.NextRollout(w.interval, w.now); !next.IsZero() {
+		r.report.report(w.obj, r.kind.name, w.key, outcome{
+			sig: "interval/" + next.String(), result: resultDeferred, reason: reasonMinInterval, event: eventDeferred,
+			note: fmt.Sprintf("%s; rolling at %s, %s after the last rollout (minimum interval)", what, next.Format(time.RFC3339), w.interval),
+		})
+		return reconcile.Result{RequeueAfter: next.Sub(w.now)}, true, nil
+	}
+	if p := progress.Of(w.obj); !p.Done {
+		since := r.waitStart(w.key, w.now)
+		if deadline := since.Add(r.opts.RolloutWaitTimeout); w.now.Before(deadline) {
+			r.report.report(w.obj, r.kind.name, w.key, outcome{
+				sig: "progress", result: resultDeferred, reason: reasonInProgress, event: eventDeferred,
+				note: fmt.Sprintf("%s; waiting for the previous rollout to finish (%s), at most until %s", what, p.Detail, deadline.Format(time.RFC3339)),
+			})
+			return reconcile.Result{RequeueAfter: deadline.Sub(w.now)}, true, nil
+		}
+		log.FromContext(ctx).Info("previous rollout still in progress after the wait timeout; rolling anyway", "progress", p.Detail)
+	}
+	if err := r.shared.seedBudget(ctx, w.now); err != nil {
+		return reconcile.Result{}, false, err
+	}
+	if retry := r.shared.budget.Take(w.key, w.now); !retry.IsZero() {
+		r.report.report(w.obj, r.kind.name, w.key, outcome{
+			sig: "budget", result: resultDeferred, reason: reasonBudget, event: eventDeferred,
+			note: fmt.Sprintf("%s; global rollout budget spent (%d per %s), retrying at %s", what, r.opts.MaxRollouts, r.opts.BudgetWindow, retry.Format(time.RFC3339)),
+		})
+		return reconcile.Result{RequeueAfter: retry.Sub(w.now) + 10*time.Millisecond}, true, nil
+	}
+	return reconcile.Result{}, false, nil
+}
+
+// roll stamps the pod template and records the state in one write,
+// conditional on the version the decision was made on. The budget taken for
+// it is given back if the write fails.
+func (r *reconciler) roll(ctx context.Context, w *workload, what string) error {
+	obj := w.obj
+	orig := obj.DeepCopyObject().(client.Object)
+	rollout.Stamp(rollout.PodTemplate(obj), w.cfg.Hash)
+	setAnnotations(obj, w.recorded.Rolled(w.cfg, w.now).Annotations())
+	if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(rollout.FieldManager)); err != nil {
+		r.shared.budget.Release(w.key, w.now)
+		return err
+	}
+	r.settled(w.key)
+	r.report.report(obj, r.kind.name, w.key, outcome{
+		result: resultRolled, reason: reasonConfigChanged, event: eventRolled,
+		note: fmt.Sprintf("rolled: %s (config hash %s)", what, short(w.cfg.Hash)),
+	})
+	r.report.settled(w.key)
+	log.FromContext(ctx).Info("rolled", "changes", what, "hash", w.cfg.Hash)
+	return nil
+}
+
 // refuse reports why the workload is not rolled (or not adopted).
-func (r *reconciler) refuse(obj client.Object, key string, cfg *rollout.Config, problems []rollout.Problem, adopted bool) {
+func (r *reconciler) refuse(w *workload, problems []rollout.Problem) {
 	var parts []string
 	for _, p := range problems {
 		if s := p.String(); !slices.Contains(parts, s) { // a pair's problem is reported on both keys
@@ -304,14 +422,17 @@ func (r *reconciler) refuse(obj client.Object, key string, cfg *rollout.Config, 
 		}
 	}
 	verb := "not rolling"
-	if !adopted {
+	if !w.recorded.Adopted() {
 		verb = "not adopting"
 	}
 	note := fmt.Sprintf("%s: %s; the running pods keep their current configuration", verb, strings.Join(parts, "; "))
-	r.report.report(obj, r.kind.name, key, "refused/"+cfg.Hash+"/"+note, ResultRefused, problems[0].Reason, corev1.EventTypeWarning, EventRefused, note)
+	r.report.report(w.obj, r.kind.name, w.key, outcome{
+		sig: "refused/" + w.cfg.Hash + "/" + note, result: resultRefused, reason: reason(problems[0].Reason), event: eventRefused, warning: true,
+		note: note,
+	})
 }
 
-func (r *reconciler) writeState(ctx context.Context, obj client.Object, s rollout.State) error {
+func (r *reconciler) writeState(ctx context.Context, obj client.Object, s state.State) error {
 	orig := obj.DeepCopyObject().(client.Object)
 	setAnnotations(obj, s.Annotations())
 	return r.client.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(rollout.FieldManager))
@@ -345,7 +466,7 @@ func setAnnotations(obj client.Object, kv map[string]string) {
 	obj.SetAnnotations(a)
 }
 
-func (r *reconciler) dryRunBaseline(key string, recorded rollout.State, cfg *rollout.Config) rollout.State {
+func (r *reconciler) dryRunBaseline(key string, recorded state.State, cfg *rollout.Config) state.State {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s, ok := r.dryBaseline[key]; ok && s.Comparable(cfg) {

@@ -8,32 +8,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Event reasons on the workload.
-const (
-	// EventAdopted: the workload was opted in; the baseline was recorded and
-	// nothing was restarted.
-	EventAdopted = "Adopted"
-	// EventRebased: the workload consumes other objects or keys than before
-	// (its pod template or a chain changed); the new baseline was recorded and
-	// nothing was restarted.
-	EventRebased = "BaselineUpdated"
-	// EventStateRemoved (Warning): another writer removed the controller's
-	// state annotations from a workload it had adopted; it was adopted again.
-	EventStateRemoved = "StateRemoved"
-	// EventRolled: consumed content changed and the pod template was stamped.
-	EventRolled = "Rolled"
-	// EventDeferred: a change waits for the minimum interval, the previous
-	// rollout or the global budget.
-	EventDeferred = "RolloutDeferred"
-	// EventRefused: a required object or key is missing, or TLS content is
-	// unusable: no rollout.
-	EventRefused = "RolloutRefused"
-	// EventWouldRoll: dry run; the rollout that would have been made.
-	EventWouldRoll = "WouldRoll"
-	// EventInvalidAnnotation: a hotcert.dev annotation has a malformed value.
-	EventInvalidAnnotation = "InvalidAnnotation"
-)
-
 // maxNote caps an Event's message.
 const maxNote = 1024
 
@@ -53,16 +27,16 @@ func newReporter(rec record.EventRecorder, m *metrics) *reporter {
 	return &reporter{rec: rec, metrics: m, last: map[string]string{}, pending: map[string]string{}}
 }
 
-// report emits an Event and counts a decision, unless sig is what was last
-// reported for key (sig "" always reports).
-func (r *reporter) report(obj client.Object, kind, key, sig, result, reason, eventType, eventReason, note string) {
+// report emits an Event and counts the decision o about the workload obj (of
+// kind, key), unless o.sig is what was last reported for key.
+func (r *reporter) report(obj client.Object, kind, key string, o outcome) {
 	r.mu.Lock()
-	if sig != "" && r.last[key] == sig {
+	if o.sig != "" && r.last[key] == o.sig {
 		r.mu.Unlock()
 		return
 	}
-	r.last[key] = sig
-	if result == ResultDeferred {
+	r.last[key] = o.sig
+	if o.result == resultDeferred {
 		if _, ok := r.pending[key]; !ok {
 			r.pending[key] = kind
 			r.metrics.pending.WithLabelValues(kind).Inc()
@@ -72,13 +46,18 @@ func (r *reporter) report(obj client.Object, kind, key, sig, result, reason, eve
 	}
 	r.mu.Unlock()
 
-	if result != "" {
-		r.metrics.rollouts.WithLabelValues(kind, result, reason).Inc()
+	if o.result != "" {
+		r.metrics.rollouts.WithLabelValues(kind, string(o.result), string(o.reason)).Inc()
 	}
+	note := o.note
 	if len(note) > maxNote {
 		note = note[:maxNote-3] + "..."
 	}
-	r.rec.Event(obj, eventType, eventReason, note)
+	eventType := corev1.EventTypeNormal
+	if o.warning {
+		eventType = corev1.EventTypeWarning
+	}
+	r.rec.Event(obj, eventType, string(o.event), note)
 }
 
 // settled forgets the last situation of key: nothing is pending any more.
@@ -105,7 +84,7 @@ func (r *reporter) warnAnnotation(obj client.Object, key string, err error) {
 	}
 	r.last[key+"#annotation"] = sig
 	r.mu.Unlock()
-	r.rec.Eventf(obj, corev1.EventTypeWarning, EventInvalidAnnotation, "%s; using the default", err)
+	r.rec.Eventf(obj, corev1.EventTypeWarning, string(eventInvalidAnnotation), "%s; using the default", err)
 }
 
 func (r *reporter) forget(key string) {

@@ -24,6 +24,8 @@ import (
 
 	"github.com/hotcert/hotcert/rollout"
 	"github.com/hotcert/hotcert/rollout/chain"
+	"github.com/hotcert/hotcert/rollout/internal/budget"
+	"github.com/hotcert/hotcert/rollout/internal/state"
 )
 
 // Controller is the rollout controller. Build it with New, configure the
@@ -37,20 +39,33 @@ type Controller struct {
 	recs        []*reconciler
 	namespaces  []string
 	cacheReader atomic.Pointer[client.Reader]
-	live        *chain.Live // nil unless Options.ReferenceRules
+	live        *chain.Live    // nil unless Options.ReferenceRules
+	webhook     *webhookServer // nil unless Options.Webhook.Addr
 }
 
 // New returns a rollout controller with options o (zero fields take their
-// defaults) and registers its metrics with o.Registerer.
+// defaults) and registers its metrics with o.Registerer. With a webhook, it
+// loads its certificate: a bad one is an error here, before the cluster is
+// contacted.
 func New(o Options) (*Controller, error) {
 	o = o.Default()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	c := &Controller{opts: o}
+	if o.Webhook.Addr != "" {
+		// First: a bad certificate leaves no metrics registered behind.
+		var err error
+		if c.webhook, err = newWebhookServer(o.Webhook.Addr, o.Webhook.CertFile, o.Webhook.KeyFile, o); err != nil {
+			return nil, err
+		}
+	}
 	c.store = &store{mode: o.SecretCache, clock: o.Clock, entries: map[objKey]*entry{}, isReferenced: c.isReferenced}
 	m, err := newMetrics(o.Registerer, o.MetricsPrefix, func() float64 { return float64(c.store.len()) })
 	if err != nil {
+		if c.webhook != nil {
+			c.webhook.close()
+		}
 		return nil, err
 	}
 	c.metrics = m
@@ -62,19 +77,25 @@ func New(o Options) (*Controller, error) {
 // ConfigMaps each opted-in workload references, and one controller per workload
 // kind (Deployment, StatefulSet, DaemonSet) watching its workloads and, through
 // the index, the objects they reference. mgr must have been built with
-// c.CacheOptions and c.ClientOptions (NewManager does it).
+// c.CacheOptions and c.ClientOptions (hotcert-controller does it).
 func (c *Controller) SetupWithManager(mgr manager.Manager) error {
 	o := c.opts
 	var cacheReader client.Reader = mgr.GetCache()
 	c.cacheReader.Store(&cacheReader)
 	c.store.cache, c.store.api = mgr.GetCache(), mgr.GetAPIReader()
+	if c.webhook != nil {
+		c.webhook.useLogger(mgr.GetLogger().WithName("webhook"))
+		if err := mgr.Add(c.webhook); err != nil {
+			return fmt.Errorf("controller: adding the webhook: %w", err)
+		}
+	}
 	if o.ReferenceRules {
 		if err := c.setupReferenceRules(mgr); err != nil {
 			return err
 		}
 	}
 	var watcher *refWatcher
-	if o.SecretCache != CacheFull {
+	if o.SecretCache != cacheFull {
 		watcher = newRefWatcher(o.SecretCache, c.namespaces, c.store, mgr.GetConfig())
 		if err := mgr.Add(watcher); err != nil {
 			return err
@@ -86,7 +107,7 @@ func (c *Controller) SetupWithManager(mgr manager.Manager) error {
 	// changed". The core/v1 recorder keeps distinct messages (and aggregates
 	// and rate-limits floods); the situations it is fed are deduplicated here.
 	c.report = newReporter(mgr.GetEventRecorderFor(rollout.FieldManager), c.metrics) //nolint:staticcheck // see above
-	c.shared = &shared{budget: rollout.NewBudget(o.MaxRollouts, o.BudgetWindow), cache: mgr.GetCache()}
+	c.shared = &shared{budget: budget.New(o.MaxRollouts, o.BudgetWindow), cache: mgr.GetCache()}
 	var hashOpts []rollout.HashOption
 	if o.HashKey != nil {
 		hashOpts = append(hashOpts, rollout.WithHashKey(o.HashKey))
@@ -100,7 +121,7 @@ func (c *Controller) SetupWithManager(mgr manager.Manager) error {
 		r := &reconciler{
 			kind: k, client: mgr.GetClient(), api: mgr.GetAPIReader(), store: c.store, shared: c.shared, report: c.report,
 			opts: o, hashOpts: hashOpts, live: c.live, namespaces: c.namespaces,
-			waitingSince: map[string]time.Time{}, dryBaseline: map[string]rollout.State{},
+			waitingSince: map[string]time.Time{}, dryBaseline: map[string]state.State{},
 		}
 		c.recs = append(c.recs, r)
 		name := "hotcert-" + strings.ToLower(k.name)

@@ -24,7 +24,7 @@ import (
 //     itself;
 //   - CacheMetadata: the watch brings the new resourceVersion only, and the
 //     first reconcile that needs the new version reads it with one GET;
-//   - CacheFull: the manager's informer cache holds whole objects; they are
+//   - cacheFull: the manager's informer cache holds whole objects; they are
 //     digested from it, once per version.
 //
 // An object the store does not know (not referenced when its last event came,
@@ -32,7 +32,7 @@ import (
 // confirmed by the API server before a rollout is refused for it.
 type store struct {
 	mode         SecretCache
-	cache        client.Reader // CacheFull: the manager's cache
+	cache        client.Reader // cacheFull: the manager's cache
 	api          client.Reader // uncached reads
 	clock        clock.PassiveClock
 	reads        func(kind rollout.Kind)
@@ -76,7 +76,7 @@ func (s *store) lookup(ctx context.Context, namespace string) rollout.Lookup {
 
 func (s *store) get(ctx context.Context, k objKey) (*rollout.Object, error) {
 	key := client.ObjectKey{Namespace: k.namespace, Name: k.name}
-	if s.mode == CacheFull {
+	if s.mode == cacheFull {
 		obj := newDataObject(k.kind)
 		err := s.cache.Get(ctx, key, obj)
 		if err == nil {

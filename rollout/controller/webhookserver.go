@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/httptls"
@@ -26,36 +27,52 @@ type webhookServer struct {
 	addr   string
 	tls    *hotcert.Reloader
 	logger logr.Logger
-	ready  chan net.Addr // receives the listening address, for tests
+	// handler is the logger's handler: it discards until the manager's
+	// logger is known (SetupWithManager), then writes to it.
+	handler *lateHandler
+	reg     prometheus.Registerer
+	rec     prometheus.Collector
+	ready   chan net.Addr // receives the listening address, for tests
 }
 
 // newWebhookServer loads the serving certificate (a bad one is a startup error)
 // and returns the server, not yet listening.
-func newWebhookServer(addr, certFile, keyFile string, logger logr.Logger, o Options) (*webhookServer, error) {
+func newWebhookServer(addr, certFile, keyFile string, o Options) (*webhookServer, error) {
 	o = o.Default()
+	handler := newLateHandler()
 	src, err := file.New(file.WithKeyPair(certFile, keyFile))
 	if err != nil {
-		return nil, fmt.Errorf("rollout: webhook certificate: %w", err)
+		return nil, fmt.Errorf("controller: webhook certificate: %w", err)
 	}
 	// Registered once the certificate loads: a startup error leaves no
 	// collectors behind.
 	rec, err := tlsmetrics.New(nil, tlsmetrics.WithPrefix(o.MetricsPrefix))
 	if err != nil {
-		return nil, fmt.Errorf("rollout: webhook certificate metrics: %w", err)
+		return nil, fmt.Errorf("controller: webhook certificate metrics: %w", err)
 	}
 	rl, err := hotcert.New(context.Background(), src,
 		hotcert.WithComponent("webhook"),
-		hotcert.WithLogger(slog.New(logr.ToSlogHandler(logger.WithName("webhook")))),
+		hotcert.WithLogger(slog.New(handler)),
 		hotcert.WithObserver(rec))
 	if err != nil {
-		return nil, fmt.Errorf("rollout: webhook certificate: %w", err)
+		return nil, fmt.Errorf("controller: webhook certificate: %w", err)
 	}
 	if err := o.Registerer.Register(rec); err != nil {
 		rl.Close()
-		return nil, fmt.Errorf("rollout: webhook certificate metrics: %w", err)
+		return nil, fmt.Errorf("controller: webhook certificate metrics: %w", err)
 	}
-	return &webhookServer{addr: addr, tls: rl, logger: logger.WithName("webhook")}, nil
+	return &webhookServer{addr: addr, tls: rl, logger: logr.FromSlogHandler(handler), handler: handler, reg: o.Registerer, rec: rec}, nil
 }
+
+// close releases the certificate's reloader and its metrics, for a server that
+// is never started.
+func (w *webhookServer) close() {
+	w.tls.Close()
+	w.reg.Unregister(w.rec)
+}
+
+// useLogger makes the server log to logger from now on.
+func (w *webhookServer) useLogger(logger logr.Logger) { w.handler.set(logr.ToSlogHandler(logger)) }
 
 // NeedLeaderElection: every replica serves the webhook.
 func (w *webhookServer) NeedLeaderElection() bool { return false }
@@ -70,7 +87,7 @@ func (w *webhookServer) Start(ctx context.Context) error {
 	}()
 	ln, err := net.Listen("tcp", w.addr)
 	if err != nil {
-		return fmt.Errorf("rollout: webhook: %w", err)
+		return fmt.Errorf("controller: webhook: %w", err)
 	}
 	if w.ready != nil {
 		w.ready <- ln.Addr()
@@ -83,13 +100,13 @@ func (w *webhookServer) Start(ctx context.Context) error {
 	w.logger.Info("serving the admission webhook", "address", ln.Addr().String(), "path", "/mutate")
 	select {
 	case err := <-errc:
-		return fmt.Errorf("rollout: webhook: %w", err)
+		return fmt.Errorf("controller: webhook: %w", err)
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("rollout: webhook shutdown: %w", err)
+		return fmt.Errorf("controller: webhook shutdown: %w", err)
 	}
 	return nil
 }

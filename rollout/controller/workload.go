@@ -5,6 +5,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/internal/state"
 )
 
 // workloadKind is one kind of workload the controller rolls.
@@ -22,7 +23,7 @@ var workloadKinds = []workloadKind{
 
 // optedIn reports whether obj asks to be rolled.
 func optedIn(obj client.Object) bool {
-	return rollout.IsTrue(obj.GetAnnotations(), rollout.AnnotationRolloutOnChange)
+	return state.IsTrue(obj.GetAnnotations(), rollout.AnnotationRolloutOnChange)
 }
 
 // hasState reports whether obj carries state the controller recorded.

@@ -1,41 +1,48 @@
-package rollout
+// Package state reads and writes what the rollout controller remembers about a
+// workload in the workload's own annotations.
+package state
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/hotcert/hotcert/rollout"
 )
 
-// timeLayout formats AnnotationLastRollout: RFC 3339, UTC, milliseconds.
+// timeLayout formats rollout.AnnotationLastRollout: RFC 3339, UTC, milliseconds.
 const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 
 // State is what the controller remembers about a workload, kept in annotations on
-// the workload's metadata (see [AnnotationAppliedHash], [AnnotationAppliedKeys],
-// [AnnotationLastRollout]) so that it survives controller restarts and leader
+// the workload's metadata (see [rollout.AnnotationAppliedHash], [rollout.AnnotationAppliedKeys],
+// [rollout.AnnotationLastRollout]) so that it survives controller restarts and leader
 // changes. Writing it never rolls the workload.
 type State struct {
 	// AppliedHash is the hash of the consumed content the pod template reflects;
 	// empty until the workload is adopted.
 	AppliedHash string
-	// Keys are the recorded per-object and per-key digests ([Config.Entries]);
+	// Keys are the recorded per-object and per-key digests ([rollout.Config.Entries]);
 	// nil when absent or unreadable.
 	Keys map[string]string
 	// LastRollout is when the controller last rolled the workload; zero if never.
 	LastRollout time.Time
 }
 
-// StateOf reads the state from a workload's annotations. Unreadable values are
+// Of reads the state from a workload's annotations. Unreadable values are
 // treated as absent.
-func StateOf(annotations map[string]string) State {
-	s := State{AppliedHash: annotations[AnnotationAppliedHash]}
-	if v := annotations[AnnotationAppliedKeys]; v != "" {
+func Of(annotations map[string]string) State {
+	s := State{AppliedHash: annotations[rollout.AnnotationAppliedHash]}
+	if v := annotations[rollout.AnnotationAppliedKeys]; v != "" {
 		var keys map[string]string
 		if json.Unmarshal([]byte(v), &keys) == nil {
 			s.Keys = keys
 		}
 	}
-	if v := annotations[AnnotationLastRollout]; v != "" {
+	if v := annotations[rollout.AnnotationLastRollout]; v != "" {
 		if t, err := time.Parse(time.RFC3339, v); err == nil {
 			s.LastRollout = t
 		}
@@ -48,32 +55,32 @@ func (s State) Adopted() bool { return s.AppliedHash != "" }
 
 // Applied returns the state once cfg is applied, without a rollout (adoption, or a
 // pod-template edit that only changed what is referenced).
-func (s State) Applied(cfg *Config) State {
+func (s State) Applied(cfg *rollout.Config) State {
 	return State{AppliedHash: cfg.Hash, Keys: cfg.Entries, LastRollout: s.LastRollout}
 }
 
 // Rolled returns the state once the workload is rolled to cfg at t.
-func (s State) Rolled(cfg *Config, t time.Time) State {
+func (s State) Rolled(cfg *rollout.Config, t time.Time) State {
 	return State{AppliedHash: cfg.Hash, Keys: cfg.Entries, LastRollout: t}
 }
 
 // Annotations returns the annotations that record s (absent values are empty
 // strings, for the caller to delete).
 func (s State) Annotations() map[string]string {
-	out := map[string]string{AnnotationAppliedHash: s.AppliedHash, AnnotationAppliedKeys: "", AnnotationLastRollout: ""}
+	out := map[string]string{rollout.AnnotationAppliedHash: s.AppliedHash, rollout.AnnotationAppliedKeys: "", rollout.AnnotationLastRollout: ""}
 	if s.Keys != nil {
 		b, _ := json.Marshal(s.Keys) // a map of strings always marshals
-		out[AnnotationAppliedKeys] = string(b)
+		out[rollout.AnnotationAppliedKeys] = string(b)
 	}
 	if !s.LastRollout.IsZero() {
-		out[AnnotationLastRollout] = s.LastRollout.UTC().Format(timeLayout)
+		out[rollout.AnnotationLastRollout] = s.LastRollout.UTC().Format(timeLayout)
 	}
 	return out
 }
 
 // Change is one difference between the recorded state and the current content.
 type Change struct {
-	Kind Kind
+	Kind rollout.Kind
 	Name string
 	// Key is empty for a change of the whole object.
 	Key string
@@ -87,17 +94,17 @@ func (c Change) String() string {
 	case c.Name == "":
 		return "consumed content " + c.What
 	case c.Key == "":
-		return fmt.Sprintf("%s %s %s", c.Kind, DisplayName(c.Name), c.What)
+		return fmt.Sprintf("%s %s %s", c.Kind, rollout.DisplayName(c.Name), c.What)
 	default:
-		return fmt.Sprintf("%s %s key %s %s", c.Kind, DisplayName(c.Name), c.Key, c.What)
+		return fmt.Sprintf("%s %s key %s %s", c.Kind, rollout.DisplayName(c.Name), c.Key, c.What)
 	}
 }
 
 // Comparable reports whether the recorded digests were made with the same hash
 // key as cfg's: when they were not (the key changed), Changes would see every
 // value as changed.
-func (s State) Comparable(cfg *Config) bool {
-	return s.Keys == nil || s.Keys[KeyIDEntry] == cfg.Entries[KeyIDEntry]
+func (s State) Comparable(cfg *rollout.Config) bool {
+	return s.Keys == nil || s.Keys[rollout.KeyIDEntry] == cfg.Entries[rollout.KeyIDEntry]
 }
 
 // Changes returns the content changes between the recorded state and cfg: the
@@ -106,7 +113,7 @@ func (s State) Comparable(cfg *Config) bool {
 // side knows is a change of what the pod template references, which rolls the
 // workload by itself, so it is not a content change. Without a per-key record, a
 // different hash is one change.
-func (s State) Changes(cfg *Config) []Change {
+func (s State) Changes(cfg *rollout.Config) []Change {
 	if s.Keys == nil {
 		if s.AppliedHash != "" && s.AppliedHash != cfg.Hash {
 			return []Change{{What: "changed"}}
@@ -163,10 +170,10 @@ func (s State) Changes(cfg *Config) []Change {
 	return out
 }
 
-func splitEntry(name string) (kind Kind, obj, key string) {
+func splitEntry(name string) (kind rollout.Kind, obj, key string) {
 	k, rest, _ := strings.Cut(name, "/")
 	obj, key, _ = strings.Cut(rest, "/")
-	return Kind(k), obj, key
+	return rollout.Kind(k), obj, key
 }
 
 // Describe joins changes for an Event message, at most max of them.
@@ -183,4 +190,8 @@ func Describe(changes []Change, max int) string {
 		b.WriteString(c.String())
 	}
 	return b.String()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.SortedFunc(maps.Keys(m), cmp.Compare[string])
 }

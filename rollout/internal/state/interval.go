@@ -1,21 +1,24 @@
-package rollout
+package state
 
 import (
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/hotcert/hotcert/rollout"
 )
 
 // MinInterval returns the minimum interval between two rollouts of a workload:
-// its [AnnotationMinInterval] if set, else def. A malformed or negative value is
+// its [rollout.AnnotationMinInterval] if set, else def. A malformed or negative value is
 // an error, and def is returned with it.
 func MinInterval(annotations map[string]string, def time.Duration) (time.Duration, error) {
-	v, ok := annotations[AnnotationMinInterval]
+	v, ok := annotations[rollout.AnnotationMinInterval]
 	if !ok {
 		return def, nil
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 {
-		return def, fmt.Errorf("annotation %s=%q is not a duration like 10m or 30s", AnnotationMinInterval, v)
+		return def, fmt.Errorf("annotation %s=%q is not a duration like 10m or 30s", rollout.AnnotationMinInterval, v)
 	}
 	return d, nil
 }
@@ -31,4 +34,9 @@ func (s State) NextRollout(d time.Duration, now time.Time) time.Time {
 		return time.Time{}
 	}
 	return next
+}
+
+// IsTrue reports whether annotations[key] is "true" (in any case).
+func IsTrue(annotations map[string]string, key string) bool {
+	return strings.EqualFold(annotations[key], "true")
 }

@@ -1,4 +1,4 @@
-package rollout_test
+package progress_test
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/internal/progress"
 )
 
 func TestProgress(t *testing.T) {
@@ -31,33 +31,33 @@ func TestProgress(t *testing.T) {
 	}
 	cases := []struct {
 		name         string
-		p            rollout.Progress
+		p            progress.Progress
 		done, failed bool
 	}{
-		{"deployment done", rollout.ProgressOf(dep(func(*appsv1.Deployment) {})), true, false},
-		{"deployment unobserved", rollout.ProgressOf(dep(func(d *appsv1.Deployment) { d.Status.ObservedGeneration = 1 })), false, false},
-		{"deployment updating", rollout.ProgressOf(dep(func(d *appsv1.Deployment) { d.Status.UpdatedReplicas = 1 })), false, false},
-		{"deployment old replicas", rollout.ProgressOf(dep(func(d *appsv1.Deployment) { d.Status.Replicas = 4 })), false, false},
-		{"deployment unavailable", rollout.ProgressOf(dep(func(d *appsv1.Deployment) { d.Status.AvailableReplicas = 2 })), false, false},
-		{"deployment paused", rollout.ProgressOf(dep(func(d *appsv1.Deployment) { d.Spec.Paused = true; d.Status.UpdatedReplicas = 0 })), true, false},
-		{"deployment deadline exceeded", rollout.ProgressOf(dep(func(d *appsv1.Deployment) {
+		{"deployment done", progress.Of(dep(func(*appsv1.Deployment) {})), true, false},
+		{"deployment unobserved", progress.Of(dep(func(d *appsv1.Deployment) { d.Status.ObservedGeneration = 1 })), false, false},
+		{"deployment updating", progress.Of(dep(func(d *appsv1.Deployment) { d.Status.UpdatedReplicas = 1 })), false, false},
+		{"deployment old replicas", progress.Of(dep(func(d *appsv1.Deployment) { d.Status.Replicas = 4 })), false, false},
+		{"deployment unavailable", progress.Of(dep(func(d *appsv1.Deployment) { d.Status.AvailableReplicas = 2 })), false, false},
+		{"deployment paused", progress.Of(dep(func(d *appsv1.Deployment) { d.Spec.Paused = true; d.Status.UpdatedReplicas = 0 })), true, false},
+		{"deployment deadline exceeded", progress.Of(dep(func(d *appsv1.Deployment) {
 			d.Status.UpdatedReplicas = 1
 			d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Reason: "ProgressDeadlineExceeded"}}
 		})), true, true},
-		{"statefulset done", rollout.ProgressOf(sts(func(*appsv1.StatefulSet) {})), true, false},
-		{"statefulset revision pending", rollout.ProgressOf(sts(func(s *appsv1.StatefulSet) { s.Status.UpdateRevision = "r3" })), false, false},
-		{"statefulset not ready", rollout.ProgressOf(sts(func(s *appsv1.StatefulSet) { s.Status.ReadyReplicas = 1 })), false, false},
-		{"statefulset partition", rollout.ProgressOf(sts(func(s *appsv1.StatefulSet) {
+		{"statefulset done", progress.Of(sts(func(*appsv1.StatefulSet) {})), true, false},
+		{"statefulset revision pending", progress.Of(sts(func(s *appsv1.StatefulSet) { s.Status.UpdateRevision = "r3" })), false, false},
+		{"statefulset not ready", progress.Of(sts(func(s *appsv1.StatefulSet) { s.Status.ReadyReplicas = 1 })), false, false},
+		{"statefulset partition", progress.Of(sts(func(s *appsv1.StatefulSet) {
 			s.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To[int32](1)}
 			s.Status.UpdateRevision, s.Status.UpdatedReplicas = "r3", 1
 		})), true, false},
-		{"statefulset OnDelete", rollout.ProgressOf(sts(func(s *appsv1.StatefulSet) {
+		{"statefulset OnDelete", progress.Of(sts(func(s *appsv1.StatefulSet) {
 			s.Spec.UpdateStrategy.Type = appsv1.OnDeleteStatefulSetStrategyType
 			s.Status.ObservedGeneration = 0
 		})), true, false},
-		{"daemonset done", rollout.ProgressOf(ds(func(*appsv1.DaemonSet) {})), true, false},
-		{"daemonset updating", rollout.ProgressOf(ds(func(d *appsv1.DaemonSet) { d.Status.UpdatedNumberScheduled = 1 })), false, false},
-		{"daemonset unavailable", rollout.ProgressOf(ds(func(d *appsv1.DaemonSet) { d.Status.NumberAvailable = 1 })), false, false},
+		{"daemonset done", progress.Of(ds(func(*appsv1.DaemonSet) {})), true, false},
+		{"daemonset updating", progress.Of(ds(func(d *appsv1.DaemonSet) { d.Status.UpdatedNumberScheduled = 1 })), false, false},
+		{"daemonset unavailable", progress.Of(ds(func(d *appsv1.DaemonSet) { d.Status.NumberAvailable = 1 })), false, false},
 	}
 	for _, tc := range cases {
 		if tc.p.Done != tc.done || tc.p.Failed != tc.failed {

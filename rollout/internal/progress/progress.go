@@ -1,10 +1,11 @@
-package rollout
+// Package progress judges whether a workload's latest rollout is done, as
+// `kubectl rollout status` does.
+package progress
 
 import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -22,30 +23,16 @@ type Progress struct {
 	Detail string
 }
 
-// PodTemplate returns the pod template of a Deployment, StatefulSet or DaemonSet,
-// or nil for any other object.
-func PodTemplate(obj client.Object) *corev1.PodTemplateSpec {
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		return &o.Spec.Template
-	case *appsv1.StatefulSet:
-		return &o.Spec.Template
-	case *appsv1.DaemonSet:
-		return &o.Spec.Template
-	}
-	return nil
-}
-
-// ProgressOf returns the rollout progress of a Deployment, StatefulSet or
+// Of returns the rollout progress of a Deployment, StatefulSet or
 // DaemonSet; any other object is reported done.
-func ProgressOf(obj client.Object) Progress {
+func Of(obj client.Object) Progress {
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
-		return DeploymentProgress(o)
+		return Deployment(o)
 	case *appsv1.StatefulSet:
-		return StatefulSetProgress(o)
+		return StatefulSet(o)
 	case *appsv1.DaemonSet:
-		return DaemonSetProgress(o)
+		return DaemonSet(o)
 	}
 	return Progress{Done: true}
 }
@@ -54,8 +41,8 @@ func waiting(format string, args ...any) Progress {
 	return Progress{Detail: fmt.Sprintf(format, args...)}
 }
 
-// DeploymentProgress judges a Deployment's rollout.
-func DeploymentProgress(d *appsv1.Deployment) Progress {
+// Deployment judges a Deployment's rollout.
+func Deployment(d *appsv1.Deployment) Progress {
 	if d.Spec.Paused {
 		return Progress{Done: true, Detail: "paused"}
 	}
@@ -80,8 +67,8 @@ func DeploymentProgress(d *appsv1.Deployment) Progress {
 	return Progress{Done: true}
 }
 
-// StatefulSetProgress judges a StatefulSet's rollout.
-func StatefulSetProgress(s *appsv1.StatefulSet) Progress {
+// StatefulSet judges a StatefulSet's rollout.
+func StatefulSet(s *appsv1.StatefulSet) Progress {
 	if s.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType {
 		return Progress{Done: true, Detail: "OnDelete update strategy"}
 	}
@@ -104,8 +91,8 @@ func StatefulSetProgress(s *appsv1.StatefulSet) Progress {
 	return Progress{Done: true}
 }
 
-// DaemonSetProgress judges a DaemonSet's rollout.
-func DaemonSetProgress(d *appsv1.DaemonSet) Progress {
+// DaemonSet judges a DaemonSet's rollout.
+func DaemonSet(d *appsv1.DaemonSet) Progress {
 	if d.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType {
 		return Progress{Done: true, Detail: "OnDelete update strategy"}
 	}

@@ -1,4 +1,5 @@
-package rollout
+// Package budget caps rollouts across all workloads.
+package budget
 
 import (
 	"sync"
@@ -8,7 +9,7 @@ import (
 // Budget caps rollouts across all workloads: at most max in any window (a
 // sliding window, not a token bucket, so a mass change of 3,000 Secrets rolls
 // exactly max workloads a window and never bursts beyond). It lives in memory,
-// but a new leader rebuilds it from the workloads' [AnnotationLastRollout]
+// but a new leader rebuilds it from the workloads' hotcert.dev/last-rollout annotations
 // through [Budget.Observe], so a restart does not grant a fresh budget. A Budget
 // is safe for concurrent use.
 type Budget struct {
@@ -24,8 +25,8 @@ type budgetEvent struct {
 	at       time.Time
 }
 
-// NewBudget returns a Budget of max rollouts per window; max <= 0 is unlimited.
-func NewBudget(max int, window time.Duration) *Budget {
+// New returns a Budget of max rollouts per window; max <= 0 is unlimited.
+func New(max int, window time.Duration) *Budget {
 	return &Budget{max: max, window: window, events: map[budgetEvent]struct{}{}}
 }
 
