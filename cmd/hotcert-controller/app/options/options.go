@@ -1,0 +1,264 @@
+// Package options holds hotcert-controller's command line: its flags, their
+// defaults and checks, and the completed configuration they describe (the
+// rollout controller's library options, the API server connection, the
+// manager's endpoints and leader election). Deployment manifests can be
+// checked against it: parse a container's arguments with [New], AddFlags and
+// Validate.
+package options
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/hotcert/hotcert/rollout/controller"
+)
+
+// Options are hotcert-controller's flags: the rollout controller's options
+// and the process's scope, endpoints and leader election.
+type Options struct {
+	controller.Options
+
+	// Namespaces restricts the controller to these namespaces (default: all).
+	Namespaces []string
+	// Kubeconfig is a kubeconfig file (default: $KUBECONFIG, the in-cluster
+	// configuration, or ~/.kube/config).
+	Kubeconfig string
+	// HashKeyFile holds the key of the HMAC-SHA256 config hashes.
+	HashKeyFile string
+
+	MetricsAddr string // Prometheus /metrics; "0" disables
+	ProbeAddr   string // /healthz and /readyz; "0" disables
+
+	// WebhookAddr serves the admission webhook that keeps the stamp and the
+	// controller's state when an owner controller rewrites a workload; "" or
+	// "0" disables it. WebhookCertFile and WebhookKeyFile are its serving
+	// certificate and key, reloaded when they change.
+	WebhookAddr     string
+	WebhookCertFile string
+	WebhookKeyFile  string
+
+	// QPS and Burst limit the controller's requests to the API server
+	// (client-go's defaults, 5 and 10, would make a start with many workloads
+	// to adopt take minutes).
+	QPS   float32
+	Burst int
+
+	LeaderElect             bool
+	LeaderElectionID        string
+	LeaderElectionNamespace string // default: the pod's namespace, or the kubeconfig context's
+	LeaseDuration           time.Duration
+	RenewDeadline           time.Duration
+	RetryPeriod             time.Duration
+
+	// inClusterNamespaceFile is where a pod reads its namespace.
+	inClusterNamespaceFile string
+}
+
+// New returns the options with the defaults the flags show.
+func New() *Options {
+	return &Options{
+		Options: controller.Options{
+			MinInterval:             controller.DefaultMinInterval,
+			MaxRollouts:             controller.DefaultMaxRollouts,
+			BudgetWindow:            controller.DefaultBudgetWindow,
+			RolloutWaitTimeout:      controller.DefaultRolloutWaitTimeout,
+			MaxConcurrentReconciles: controller.DefaultMaxConcurrency,
+			MetricsPrefix:           controller.DefaultMetricsPrefix,
+			SecretCache:             controller.CacheReferenced,
+			ReferenceRules:          true,
+		},
+		MetricsAddr:            ":8080",
+		ProbeAddr:              ":8081",
+		WebhookAddr:            "0",
+		QPS:                    50,
+		Burst:                  100,
+		LeaderElect:            true,
+		LeaderElectionID:       "hotcert-controller",
+		LeaseDuration:          15 * time.Second,
+		RenewDeadline:          10 * time.Second,
+		RetryPeriod:            2 * time.Second,
+		inClusterNamespaceFile: "/var/run/secrets/kubernetes.io/serviceaccount/namespace",
+	}
+}
+
+// AddFlags binds o to command-line flags; the current values of o are the
+// defaults.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringSliceVar(&o.Namespaces, "namespace", o.Namespaces, "watch only this namespace (repeatable; default: all namespaces)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file (default: $KUBECONFIG, in-cluster config, or ~/.kube/config)")
+	fs.DurationVar(&o.MinInterval, "min-interval", o.MinInterval, "minimum time between two rollouts of one workload; changes inside it coalesce into one rollout at its end (annotation hotcert.dev/min-interval overrides)")
+	fs.IntVar(&o.MaxRollouts, "max-rollouts-per-minute", o.MaxRollouts, "global cap on rollouts per minute across all workloads (-1: no cap)")
+	fs.DurationVar(&o.RolloutWaitTimeout, "rollout-wait-timeout", o.RolloutWaitTimeout, "how long a change waits for the workload's previous rollout to finish before rolling anyway")
+	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "write nothing: report the rollouts that would be made with Events and metrics")
+	fs.StringVar(&o.HashKeyFile, "hash-key-file", o.HashKeyFile, "file holding a key for HMAC-SHA256 config hashes (keeps workload readers from testing guesses of low-entropy Secret values)")
+	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", o.MaxConcurrentReconciles, "workloads of one kind reconciled in parallel")
+	fs.StringVar(&o.MetricsPrefix, "metrics-prefix", o.MetricsPrefix, "prefix of the controller's metric names")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus /metrics endpoint (0 disables)")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "address of the /healthz and /readyz endpoints (0 disables)")
+	fs.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "requests per second to the API server")
+	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "burst of requests to the API server")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect a leader among replicas with a Lease; only the leader rolls workloads")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "name of the leader election Lease")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election Lease (default: the pod's namespace; outside a cluster, the kubeconfig context's namespace)")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "leader election lease duration")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", o.RenewDeadline, "leader election renew deadline")
+	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "leader election retry period")
+	fs.BoolVar(&o.ReferenceRules, "reference-rules", o.ReferenceRules, "follow ReferenceRules (hotcert.dev/v1alpha1): roll the workloads of custom resources whose chains reach a changed Secret or ConfigMap (needs read access to the kinds the rules name; without the ReferenceRule CRD, the controller waits for it)")
+	fs.StringVar(&o.WebhookAddr, "webhook-bind-address", o.WebhookAddr, "address of the admission webhook that keeps the rollout stamp when an owner controller rewrites a workload's pod template, e.g. :9443 (0 disables)")
+	fs.StringVar(&o.WebhookCertFile, "webhook-cert-file", o.WebhookCertFile, "serving certificate (chain) of the webhook, PEM; reloaded when it changes")
+	fs.StringVar(&o.WebhookKeyFile, "webhook-key-file", o.WebhookKeyFile, "private key of the webhook's serving certificate, PEM")
+	fs.StringVar((*string)(&o.SecretCache), "secret-cache", string(o.SecretCache), "how to watch Secrets and ConfigMaps: referenced (whole objects, keep digests of referenced ones only: no read per change) or metadata (metadata only, one GET per change of a referenced object: least memory and traffic)")
+}
+
+// WebhookEnabled reports whether the options serve the admission webhook.
+func (o *Options) WebhookEnabled() bool { return o.WebhookAddr != "" && o.WebhookAddr != "0" }
+
+// Validate checks the options, naming the flag at fault; it reads no file.
+func (o *Options) Validate() error {
+	switch {
+	case o.MaxRollouts == 0:
+		return errors.New("--max-rollouts-per-minute 0 would never roll anything; use -1 for no cap")
+	case o.LeaderElect && o.LeaderElectionID == "":
+		return errors.New("--leader-election-id is empty")
+	case o.WebhookEnabled() && (o.WebhookCertFile == "" || o.WebhookKeyFile == ""):
+		return errors.New("--webhook-bind-address needs --webhook-cert-file and --webhook-key-file")
+	case o.RolloutWaitTimeout < 0:
+		return fmt.Errorf("--rollout-wait-timeout %s is negative", o.RolloutWaitTimeout)
+	case o.MaxConcurrentReconciles < 0:
+		return fmt.Errorf("--max-concurrent-reconciles %d is negative", o.MaxConcurrentReconciles)
+	case o.SecretCache != controller.CacheReferenced && o.SecretCache != controller.CacheMetadata:
+		return fmt.Errorf("--secret-cache %q: want referenced or metadata", o.SecretCache)
+	}
+	return nil
+}
+
+// Config is what completed options run: the rollout controller's options,
+// the namespaces it watches, the API server it talks to, and the manager's
+// endpoints and leader election (the caller adds the controller's cache and
+// client options).
+type Config struct {
+	Controller controller.Options
+	Namespaces []string
+	REST       *rest.Config
+	Manager    ctrl.Options
+}
+
+// Complete validates the options, reads the files they name (the hash key,
+// the kubeconfig) and returns the configuration they describe. Outside a
+// cluster, without --leader-election-namespace, the leader election Lease
+// goes to the kubeconfig context's namespace, or, if it names none, leader
+// election is off; log says which.
+func (o *Options) Complete(log logr.Logger) (*Config, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Config{Controller: o.Options, Namespaces: o.Namespaces}
+	if c.Controller.MinInterval == 0 {
+		c.Controller.MinInterval = -1 // the library's zero means "default"; --min-interval=0 means none
+	}
+	if o.WebhookEnabled() {
+		c.Controller.Webhook = controller.Webhook{Addr: o.WebhookAddr, CertFile: o.WebhookCertFile, KeyFile: o.WebhookKeyFile}
+	}
+	if o.HashKeyFile != "" {
+		key, err := readHashKey(o.HashKeyFile)
+		if err != nil {
+			return nil, err
+		}
+		c.Controller.HashKey = key
+	}
+	rc, kubeNamespace, err := o.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	c.REST = rc
+	c.Manager = ctrl.Options{
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:        o.ProbeAddr,
+		LeaderElection:                o.LeaderElect,
+		LeaderElectionID:              o.LeaderElectionID,
+		LeaderElectionNamespace:       o.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &o.LeaseDuration,
+		RenewDeadline:                 &o.RenewDeadline,
+		RetryPeriod:                   &o.RetryPeriod,
+	}
+	if o.LeaderElect && o.LeaderElectionNamespace == "" && !o.inCluster() {
+		if kubeNamespace != "" {
+			c.Manager.LeaderElectionNamespace = kubeNamespace
+			log.Info("not running in a cluster: the leader election Lease goes to the kubeconfig context's namespace (--leader-election-namespace chooses another)",
+				"namespace", kubeNamespace, "lease", o.LeaderElectionID)
+		} else {
+			c.Manager.LeaderElection = false
+			log.Info("not running in a cluster and the kubeconfig context names no namespace: leader election is off, so run one replica (--leader-election-namespace turns it on)")
+		}
+	}
+	return c, nil
+}
+
+// inCluster reports whether the process runs in a pod with a service account
+// (where controller-runtime finds the Lease's namespace by itself).
+func (o *Options) inCluster() bool {
+	_, err := os.Stat(o.inClusterNamespaceFile)
+	return err == nil && os.Getenv("KUBERNETES_SERVICE_HOST") != ""
+}
+
+// restConfig loads the API server configuration the options point at, and
+// the namespace of the kubeconfig context ("" when it names none, or in a
+// cluster).
+func (o *Options) restConfig() (*rest.Config, string, error) {
+	var rc *rest.Config
+	var ns string
+	if o.Kubeconfig == "" && os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "" && o.inCluster() {
+		var err error
+		if rc, err = rest.InClusterConfig(); err != nil {
+			return nil, "", fmt.Errorf("in-cluster configuration: %w", err)
+		}
+	} else {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		rules.ExplicitPath = o.Kubeconfig
+		cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+		var err error
+		if rc, err = cc.ClientConfig(); err != nil {
+			if clientcmd.IsEmptyConfig(err) {
+				return nil, "", errors.New("no cluster to talk to: set --kubeconfig (or $KUBECONFIG), or run the controller in a pod")
+			}
+			return nil, "", fmt.Errorf("loading the kubeconfig (--kubeconfig): %w", err)
+		}
+		if raw, err := cc.RawConfig(); err == nil {
+			if ctx := raw.Contexts[raw.CurrentContext]; ctx != nil {
+				ns = ctx.Namespace
+			}
+		}
+	}
+	if o.QPS > 0 {
+		rc.QPS = o.QPS
+	}
+	if o.Burst > 0 {
+		rc.Burst = o.Burst
+	}
+	rc.UserAgent = "hotcert-controller"
+	return rc, ns, nil
+}
+
+// readHashKey reads the key of --hash-key-file.
+func readHashKey(path string) ([]byte, error) {
+	key, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--hash-key-file: %w", err)
+	}
+	key = []byte(strings.TrimSpace(string(key)))
+	if len(key) < 16 {
+		return nil, fmt.Errorf("--hash-key-file %s: the key must be at least 16 bytes", path)
+	}
+	return key, nil
+}
