@@ -18,3 +18,11 @@ func SetCRDSyncWarning(d time.Duration) (restore func()) {
 	crdSyncWarning = d
 	return func() { crdSyncWarning = old }
 }
+
+// SetCRDPollInterval sets how often Live looks for a ReferenceRule CRD that is
+// not installed; the returned func restores it.
+func SetCRDPollInterval(d time.Duration) (restore func()) {
+	old := crdPollInterval
+	crdPollInterval = d
+	return func() { crdPollInterval = old }
+}

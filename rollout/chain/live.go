@@ -180,8 +180,52 @@ func (l *Live) notify(ws []WorkloadRef) {
 	}
 }
 
-// Start follows the ReferenceRules until ctx is done.
+// crdPollInterval is how often Live looks for the ReferenceRule CRD while it
+// is not installed: one discovery request, instead of an informer that retries
+// a list the API server cannot serve (and logs it) every few seconds.
+var crdPollInterval = 30 * time.Second
+
+var referenceRuleKind = v1alpha1.GroupVersion.WithKind("ReferenceRule")
+
+// waitForCRD returns once the ReferenceRule CRD is served (true) or ctx is done
+// (false). While it is not, it says so once, then looks again every
+// crdPollInterval.
+func (l *Live) waitForCRD(ctx context.Context) bool {
+	absent := false
+	for {
+		if rm, ok := l.mapper.(interface{ Reset() }); ok && absent {
+			rm.Reset()
+		}
+		_, err := l.mapper.RESTMapping(referenceRuleKind.GroupKind(), referenceRuleKind.Version)
+		switch {
+		case err == nil:
+			if absent {
+				l.logger.Info("the ReferenceRule CRD is installed now: following ReferenceRules")
+			}
+			return true
+		case !meta.IsNoMatchError(err):
+			// Discovery failed (the API server restarting?): the informer
+			// will say what it is.
+			return true
+		case !absent:
+			l.logger.Info("the ReferenceRule CRD (referencerules.hotcert.dev) is not installed: workloads reached through custom resources are not rolled until it is; looking for it again periodically",
+				"every", crdPollInterval.String())
+			absent = true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(crdPollInterval):
+		}
+	}
+}
+
+// Start follows the ReferenceRules until ctx is done. Without the
+// ReferenceRule CRD, it waits for it.
 func (l *Live) Start(ctx context.Context) error {
+	if !l.waitForCRD(ctx) {
+		return nil
+	}
 	f := dynamicinformer.NewDynamicSharedInformerFactory(l.dyn, 0)
 	inf := f.ForResource(ReferenceRules).Informer()
 	kick := make(chan struct{}, 1)

@@ -1,9 +1,14 @@
 package chain_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -13,10 +18,12 @@ import (
 
 	"github.com/go-logr/logr"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -281,30 +288,86 @@ func (f *fixture) ready(status metav1.ConditionStatus, msg string, names ...stri
 	})
 }
 
-// Without the ReferenceRule CRD, Live says so once, is never Ready, and stops
-// cleanly.
+// Without the ReferenceRule CRD, Live says so once (not at ERROR, and not
+// again while it waits), is never Ready, looks for the CRD with one discovery
+// request per interval instead of an informer retrying a list, and picks the
+// CRD up when it is installed: the rules then apply. It stops cleanly.
 func TestLiveWithoutTheCRD(t *testing.T) {
-	defer chain.SetCRDSyncWarning(time.Second)()
+	defer chain.SetCRDPollInterval(200 * time.Millisecond)()
 	bare := kubetest.Start(t) // a control plane of its own: no CRD installed
-	hc, err := rest.HTTPClientFor(bare.Config())
+	cfg := rest.CopyConfig(bare.Config())
+	var discovery, rulesRequests atomic.Int32
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			switch {
+			case strings.Contains(r.URL.Path, "referencerules"):
+				rulesRequests.Add(1)
+			case strings.HasPrefix(r.URL.Path, "/apis"):
+				discovery.Add(1)
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mapper, err := apiutil.NewDynamicRESTMapper(bare.Config(), hc)
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, hc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var logs testutil.LogBuffer
-	live := chain.NewLive(dynamic.NewForConfigOrDie(bare.Config()), mapper, "",
+	live := chain.NewLive(dynamic.NewForConfigOrDie(cfg), mapper, "",
 		chain.WithLogger(logr.FromSlogHandler(slog.NewJSONHandler(&logs, nil))))
+	var applied atomic.Bool
+	live.OnRules(func(rs []chain.RuleState) {
+		for _, r := range rs {
+			if r.Name == "kagent-agent" && r.Err == nil {
+				applied.Store(true)
+			}
+		}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- live.Start(ctx) }()
 	testutil.WaitFor(t, "the log line", func() bool {
-		return strings.Contains(logs.String(), "cannot list ReferenceRules: is the CRD referencerules.hotcert.dev installed")
+		return strings.Contains(logs.String(), "the ReferenceRule CRD (referencerules.hotcert.dev) is not installed")
 	})
+	// Several looks later: still one line, never Ready, and no list or watch
+	// of ReferenceRules tried (each would fail, and be logged).
+	before := discovery.Load()
+	testutil.WaitFor(t, "five more looks for the CRD", func() bool { return discovery.Load() >= before+5 })
 	if live.Ready() {
 		t.Fatal("Ready without ReferenceRules")
+	}
+	if n := rulesRequests.Load(); n != 0 {
+		t.Errorf("%d requests for ReferenceRules while their CRD is not installed", n)
+	}
+	if n := strings.Count(logs.String(), "is not installed"); n != 1 || strings.Contains(logs.String(), `"level":"ERROR"`) {
+		t.Fatalf("%d log lines (want 1), errors logged:\n%s", n, logs.String())
+	}
+
+	// Installed later: the rules apply.
+	for _, path := range []string{"../api/v1alpha1/crd/hotcert.dev_referencerules.yaml", "testdata/crds.yaml"} {
+		installCRDs(t, bare, path)
+	}
+	rulesAPI := dynamic.NewForConfigOrDie(bare.Config()).Resource(chain.ReferenceRules)
+	for _, r := range rules()[:2] {
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := &unstructured.Unstructured{Object: u}
+		obj.SetAPIVersion(v1alpha1.GroupVersion.String())
+		obj.SetKind("ReferenceRule")
+		testutil.WaitFor(t, "creating rule "+r.Name, func() bool {
+			_, err := rulesAPI.Create(context.Background(), obj, metav1.CreateOptions{})
+			return err == nil
+		})
+	}
+	testutil.WaitFor(t, "the rules to apply", func() bool { return live.Ready() && applied.Load() })
+	if !strings.Contains(logs.String(), "the ReferenceRule CRD is installed now") {
+		t.Errorf("no line says the CRD was found:\n%s", logs.String())
 	}
 	cancel()
 	select {
@@ -315,7 +378,33 @@ func TestLiveWithoutTheCRD(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Start did not return")
 	}
-	if n := strings.Count(logs.String(), "cannot list ReferenceRules"); n != 1 {
-		t.Fatalf("%d log lines, want 1", n)
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// installCRDs creates the CustomResourceDefinitions of a YAML file in env.
+func installCRDs(t *testing.T, env *kubetest.Env, path string) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	for {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := dec.Decode(crd); err != nil {
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			t.Fatal(err)
+		}
+		if crd.Name == "" {
+			continue
+		}
+		if err := env.Client().Create(context.Background(), crd); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
