@@ -7,6 +7,8 @@
 //	hotcert_tls_cert_not_after_seconds{component}                       gauge
 //	hotcert_tls_cert_last_reload_timestamp_seconds{component}           gauge
 //	hotcert_tls_ca_bundle_certificates{component}                       gauge
+//	hotcert_tls_cert_info{component,sha256,serial,issuer}               gauge (1)
+//	hotcert_tls_ca_certificate_info{component,sha256,subject}           gauge (1 per CA)
 //
 // Prefix, label name and result values are options so a product keeps its own
 // names: prefix "argocd_agent" with results "success"/"error" gives the argocd-agent
@@ -31,6 +33,7 @@ type Recorder struct {
 	reloads  *reloadmetrics.Reloads
 	notAfter *prometheus.GaugeVec
 	caCerts  *prometheus.GaugeVec
+	held     *held
 }
 
 var _ hotcert.Observer = (*Recorder)(nil)
@@ -90,6 +93,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Recorder, error) {
 			Name: name("tls_ca_bundle_certificates"),
 			Help: "Number of CA certificates in the trust bundle in use.",
 		}, []string{n.Label}),
+		held: newHeld(n),
 	}
 	if reg != nil {
 		if err := reg.Register(r); err != nil {
@@ -114,7 +118,7 @@ func (r *Recorder) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (r *Recorder) collectors() []prometheus.Collector {
-	return append(r.reloads.Collectors(), r.notAfter, r.caCerts)
+	return append(append(r.reloads.Collectors(), r.notAfter, r.caCerts), r.held.collectors()...)
 }
 
 // ObserveLoad implements [hotcert.Observer]. The first load sets the gauges and
@@ -126,6 +130,7 @@ func (r *Recorder) ObserveLoad(component string, m *hotcert.Material, initial bo
 		r.notAfter.WithLabelValues(component).Set(float64(na.Unix()))
 	}
 	r.caCerts.WithLabelValues(component).Set(float64(len(m.TrustCertificates())))
+	r.held.observe(component, m)
 }
 
 // ObserveFailure implements [hotcert.Observer].
