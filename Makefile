@@ -2,6 +2,12 @@
 GO        ?= go
 BIN_DIR   := $(CURDIR)/.bin
 K8S_BIN   := $(BIN_DIR)/k8s
+TM_BIN    := $(BIN_DIR)/trust-manager
+IMAGE_DIR := $(BIN_DIR)/image
+# The image's version and tag: the chart's appVersion, which the chart and the
+# kustomize base run (hotcert.local/hotcert-controller:<appVersion>).
+VERSION   ?= $(shell sed -n 's/^appVersion: *"*\([^"]*\)"*$$/\1/p' deploy/helm/hotcert-controller/Chart.yaml)
+IMAGE_REPO ?= hotcert.local/hotcert-controller
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
@@ -12,12 +18,12 @@ MODULES   := $(shell $(GO) list -m -f '{{.Dir}}' 2>/dev/null)
 BENCH_MOD := $(CURDIR)/bench
 PKGS      := $(addsuffix /...,$(filter-out $(BENCH_MOD),$(MODULES)))
 
-.PHONY: all test unit vet fmt-check k8s-bins bench demo tidy clean
+.PHONY: all test unit vet fmt-check k8s-bins trust-manager image bench demo tidy clean
 
 all: vet test
 
-## test: build the Kubernetes binaries the tests need (once), then run every test with -race.
-test: k8s-bins vet fmt-check
+## test: build the Kubernetes binaries and trust-manager the tests need (once), then run every test with -race.
+test: k8s-bins trust-manager spire-bins vet fmt-check
 	$(GO) test $(TEST_FLAGS) $(PKGS)
 
 ## unit: run the tests without building Kubernetes binaries (tests that need them fail, never skip).
@@ -34,6 +40,21 @@ fmt-check:
 ## k8s-bins: build kube-apiserver, etcd and kube-controller-manager from the Go module proxy into .bin/k8s.
 k8s-bins:
 	@hack/build-k8s.sh $(K8S_BIN)
+
+## spire-bins: build spire-server and spire-agent (SPIRE, for source/spiffe's tests) from the Go module proxy into .bin/spire.
+.PHONY: spire-bins
+spire-bins:
+	@hack/build-spire.sh $(BIN_DIR)/spire
+
+## trust-manager: build cert-manager's trust-manager into .bin/trust-manager, with its Bundle CRD and cert-manager's CRDs.
+trust-manager:
+	@hack/build-trust-manager.sh $(TM_BIN)
+
+## image: build the hotcert-controller OCI image without a container engine into .bin/image
+## (hotcert-controller.tar for kind load image-archive / docker load, oci/ an OCI layout).
+image:
+	$(GO) run ./hack/image -pkg ./cmd/hotcert-controller -version $(VERSION) -repository $(IMAGE_REPO) \
+		-tarball $(IMAGE_DIR)/hotcert-controller.tar -layout $(IMAGE_DIR)/oci
 
 ## bench: run the benchmarks (not part of make test).
 bench: k8s-bins

@@ -1,0 +1,124 @@
+package deploy
+
+import (
+	"encoding/base64"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hotcert/hotcert/cmd/hotcert-controller/app/options"
+	"github.com/hotcert/hotcert/hotcerttest"
+)
+
+// TestHelmChart renders the chart with Helm (after `helm lint`), checks that its RBAC is the kustomize RBAC, that the controller
+// accepts its arguments, and that the API server accepts every object
+// (server-side dry run), the CRD of crds/ included.
+func TestHelmChart(t *testing.T) {
+	ctx := testContext(t)
+	ns := env.NewNamespace(t)
+	base := kustomize(t, "base")
+	wantRules, wantAggregated := clusterRoles(t, base)
+	for _, tc := range []struct {
+		name   string
+		values map[string]any
+		check  func(t *testing.T, objs []*unstructured.Unstructured, o *options.Options)
+	}{
+		{"defaults", nil, func(t *testing.T, objs []*unstructured.Unstructured, o *options.Options) {
+			if find(objs, "PodDisruptionBudget", "") == nil || find(objs, "Service", "") == nil {
+				t.Error("missing PodDisruptionBudget or Service")
+			}
+			if !o.ReferenceRules || o.WebhookEnabled() || find(objs, "MutatingWebhookConfiguration", "") != nil {
+				t.Errorf("reference rules %v, webhook %q: want on, off", o.ReferenceRules, o.WebhookAddr)
+			}
+		}},
+		{"dry run, namespaces, hash key, one replica, no reference rules", map[string]any{
+			"replicaCount": 1,
+			"controller":   map[string]any{"dryRun": true, "namespaces": []any{"team-a", "team-b"}, "hashKeySecret": "hotcert-hash-key", "referenceRules": false},
+		}, func(t *testing.T, objs []*unstructured.Unstructured, o *options.Options) {
+			if !o.DryRun || !reflect.DeepEqual(o.Namespaces, []string{"team-a", "team-b"}) || o.HashKeyFile == "" || o.ReferenceRules {
+				t.Errorf("values not passed: %+v", o)
+			}
+			if find(objs, "PodDisruptionBudget", "") != nil {
+				t.Error("a PodDisruptionBudget for one replica")
+			}
+		}},
+		{"webhook with cert-manager", map[string]any{
+			"webhook": map[string]any{"enabled": true},
+		}, func(t *testing.T, objs []*unstructured.Unstructured, _ *options.Options) {
+			checkWebhook(t, objs, true)
+		}},
+		{"webhook with a Secret of one's own, and a hash key", map[string]any{
+			"controller": map[string]any{"hashKeySecret": "hotcert-hash-key"},
+			"webhook": map[string]any{"enabled": true, "certManager": map[string]any{"enabled": false},
+				"secretName": "my-webhook-tls", "caBundle": base64.StdEncoding.EncodeToString(hotcerttest.MustNewCA().CertPEM)},
+		}, func(t *testing.T, objs []*unstructured.Unstructured, o *options.Options) {
+			checkWebhook(t, objs, false)
+			dep := convert[appsv1.Deployment](t, find(objs, "Deployment", ""))
+			var secrets []string
+			for _, v := range dep.Spec.Template.Spec.Volumes {
+				secrets = append(secrets, v.Secret.SecretName)
+			}
+			if !slices.Equal(secrets, []string{"hotcert-hash-key", "my-webhook-tls"}) || o.HashKeyFile == "" {
+				t.Errorf("volumes of Secrets %v, hash key file %q", secrets, o.HashKeyFile)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := helmTemplate(t, "hotcert", ns, tc.values)
+			for _, o := range objs {
+				err := env.Client().Create(ctx, o.DeepCopy(), client.DryRunAll, client.FieldValidation("Strict"))
+				if o.GetKind() == "CustomResourceDefinition" && apierrors.IsAlreadyExists(err) {
+					continue // validated before the name clashes with the CRD another test installed
+				}
+				if err != nil {
+					t.Fatalf("the API server rejects %s %s: %v", o.GetKind(), o.GetName(), err)
+				}
+			}
+			if find(objs, "CustomResourceDefinition", "referencerules.hotcert.dev") == nil {
+				t.Error("no ReferenceRule CRD")
+			}
+			rules, aggregated := clusterRoles(t, objs)
+			if !reflect.DeepEqual(rules.Rules, wantRules.Rules) {
+				t.Errorf("chart ClusterRole rules %v differ from kustomize's %v", rules.Rules, wantRules.Rules)
+			}
+			if !reflect.DeepEqual(aggregated.AggregationRule, wantAggregated.AggregationRule) {
+				t.Errorf("chart aggregation rule %v differs from kustomize's %v", aggregated.AggregationRule, wantAggregated.AggregationRule)
+			}
+			dep := convert[appsv1.Deployment](t, find(objs, "Deployment", ""))
+			sa := dep.Spec.Template.Spec.ServiceAccountName
+			for _, b := range objs {
+				if b.GetKind() != "ClusterRoleBinding" {
+					continue
+				}
+				crb := convert[rbacv1.ClusterRoleBinding](t, b)
+				if len(crb.Subjects) != 1 || crb.Subjects[0].Name != sa || crb.Subjects[0].Namespace != ns {
+					t.Errorf("ClusterRoleBinding %s binds %v, not the controller's ServiceAccount %s/%s", crb.Name, crb.Subjects, ns, sa)
+				}
+			}
+			o := containerArgs(t, dep)
+			if img := dep.Spec.Template.Spec.Containers[0].Image; img != controllerImage {
+				t.Errorf("image %s, want %s (what make image builds)", img, controllerImage)
+			}
+			role := convert[rbacv1.Role](t, find(objs, "Role", ""))
+			if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.ResourceNames, o.LeaderElectionID) }) {
+				t.Errorf("the Role does not name the Lease %q", o.LeaderElectionID)
+			}
+			tc.check(t, objs, o)
+		})
+	}
+	t.Run("webhook without cert-manager needs a Secret", func(t *testing.T) {
+		_, err := helmTemplateErr(t, "hotcert", ns, map[string]any{
+			"webhook": map[string]any{"enabled": true, "certManager": map[string]any{"enabled": false}, "caBundle": "Cg=="},
+		})
+		if err == nil || !strings.Contains(err.Error(), "webhook.secretName is required") {
+			t.Fatalf("rendered, or failed with %v", err)
+		}
+	})
+}

@@ -1,0 +1,138 @@
+package deploy
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/yaml"
+)
+
+// rulesFile is the alert rule file that promtool tests (package prometheus).
+var rulesFile = filepath.Join("prometheus", "hotcert-alerts.yaml")
+
+// TestMonitoringManifests checks the Prometheus Operator objects of the chart
+// (monitoring.* values) and of the kustomize monitoring overlay: they read as
+// the PrometheusRule's spec is exactly the rule file promtool tests; the
+// ServiceMonitor scrapes the port the controller serves its metrics on. Off
+// by default: the default chart and the base have none. (The Prometheus
+// Operator's CRDs are not installed here: its schema is not checked.)
+func TestMonitoringManifests(t *testing.T) {
+	raw, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]any
+	if err := yaml.Unmarshal(raw, &want); err != nil {
+		t.Fatalf("%s: %v", rulesFile, err)
+	}
+	chartCopy, err := os.ReadFile(filepath.Join(chartDir, "files", "hotcert-alerts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(chartCopy, raw) {
+		t.Errorf("%s differs from %s: copy it", filepath.Join(chartDir, "files", "hotcert-alerts.yaml"), rulesFile)
+	}
+	for name, objs := range map[string][]*unstructured.Unstructured{
+		"chart": helmTemplate(t, "hotcert", "monitoring", map[string]any{"monitoring": map[string]any{
+			"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "kube-prometheus"}},
+			"prometheusRule": map[string]any{"enabled": true},
+		}}),
+		"kustomize overlay": kustomize(t, "overlays/monitoring"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			pr := find(objs, "PrometheusRule", "")
+			if pr == nil || pr.GetAPIVersion() != "monitoring.coreos.com/v1" {
+				t.Fatalf("no monitoring.coreos.com/v1 PrometheusRule: %v", pr)
+			}
+			if spec, _, _ := unstructured.NestedMap(pr.Object, "spec"); !reflect.DeepEqual(spec, want) {
+				t.Errorf("the PrometheusRule's spec differs from %s", rulesFile)
+			}
+			sm := convert[serviceMonitor](t, find(objs, "ServiceMonitor", ""))
+			dep := convert[appsv1.Deployment](t, find(objs, "Deployment", ""))
+			checkServiceMonitor(t, objs, sm, dep)
+		})
+	}
+	for name, objs := range map[string][]*unstructured.Unstructured{
+		"chart defaults": helmTemplate(t, "hotcert", "monitoring", nil),
+		"kustomize base": kustomize(t, "base"),
+	} {
+		if find(objs, "PrometheusRule", "") != nil || find(objs, "ServiceMonitor", "") != nil {
+			t.Errorf("%s: Prometheus Operator objects, which need its CRDs, are on by default", name)
+		}
+	}
+}
+
+// checkServiceMonitor checks that sm selects, in the controller's namespace,
+// a Service of objs whose port named as the endpoint's reaches the container
+// port the controller's --metrics-bind-address listens on.
+func checkServiceMonitor(t *testing.T, objs []*unstructured.Unstructured, sm *serviceMonitor, dep *appsv1.Deployment) {
+	t.Helper()
+	if sm.Namespace != dep.Namespace || !slices.Equal(sm.Spec.NamespaceSelector.MatchNames, []string{dep.Namespace}) {
+		t.Errorf("ServiceMonitor in %s for namespaces %v; the controller is in %s", sm.Namespace, sm.Spec.NamespaceSelector.MatchNames, dep.Namespace)
+	}
+	if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port == "" || sm.Spec.Endpoints[0].Path != "/metrics" {
+		t.Fatalf("endpoints %+v: want one, /metrics by port name", sm.Spec.Endpoints)
+	}
+	portName := sm.Spec.Endpoints[0].Port
+	sel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
+	if err != nil || sel.Empty() {
+		t.Fatalf("selector %v: %v", sm.Spec.Selector, err)
+	}
+	_, metricsPort, err := net.SplitHostPort(containerArgs(t, dep).MetricsAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	scraped := false
+	for _, o := range objs {
+		if o.GetKind() != "Service" || o.GetNamespace() != dep.Namespace || !sel.Matches(labels.Set(o.GetLabels())) {
+			continue
+		}
+		svc := convert[corev1.Service](t, o)
+		for _, p := range svc.Spec.Ports {
+			if p.Name != portName {
+				continue
+			}
+			i := slices.IndexFunc(c.Ports, func(cp corev1.ContainerPort) bool {
+				return cp.Name == p.TargetPort.String() || strconv.Itoa(int(cp.ContainerPort)) == p.TargetPort.String()
+			})
+			if i < 0 || strconv.Itoa(int(c.Ports[i].ContainerPort)) != metricsPort {
+				t.Errorf("Service %s port %s targets %s, not the metrics port %s", svc.Name, p.Name, p.TargetPort.String(), metricsPort)
+			}
+			scraped = true
+		}
+	}
+	if !scraped {
+		t.Errorf("the ServiceMonitor (%s, port %s) selects no Service with that port", sel, portName)
+	}
+}
+
+// serviceMonitor is the part of the Prometheus Operator's ServiceMonitor
+// (monitoring.coreos.com/v1) the manifests use; convert refuses any other
+// field.
+type serviceMonitor struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		Selector          metav1.LabelSelector `json:"selector"`
+		NamespaceSelector struct {
+			MatchNames []string `json:"matchNames"`
+		} `json:"namespaceSelector"`
+		Endpoints []struct {
+			Port     string `json:"port"`
+			Path     string `json:"path"`
+			Interval string `json:"interval"`
+		} `json:"endpoints"`
+	} `json:"spec"`
+}

@@ -1,0 +1,103 @@
+package prometheus
+
+import (
+	"os"
+	"os/exec"
+	"slices"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	rulesFile      = "hotcert-alerts.yaml"
+	rulesTestsFile = "hotcert-alerts_test.yaml"
+)
+
+// RuleGroups is a Prometheus rule file.
+type RuleGroups struct {
+	Groups []struct {
+		Name  string `json:"name"`
+		Rules []struct {
+			Alert string `json:"alert"`
+			Expr  string `json:"expr"`
+		} `json:"rules"`
+	} `json:"groups"`
+}
+
+// promtool returns the path of promtool, failing the test (never skipping
+// it) when it is not installed.
+func promtool(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal("promtool not found on PATH: install Debian's prometheus package (apt-get install -y prometheus), as .ci/run does")
+	}
+	return p
+}
+
+// TestAlertRules checks the rule file with promtool and runs its unit tests
+// (promtool test rules).
+func TestAlertRules(t *testing.T) {
+	p := promtool(t)
+	for _, args := range [][]string{{"check", "rules", rulesFile}, {"test", "rules", rulesTestsFile}} {
+		out, err := exec.Command(p, args...).CombinedOutput()
+		if err != nil {
+			t.Errorf("promtool %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
+// TestEveryAlertIsTested checks that each alert has a unit test in which it
+// fires, and names series, and labels, the code exports.
+func TestEveryAlertIsTested(t *testing.T) {
+	rules := readYAML[RuleGroups](t, rulesFile)
+	tests := readYAML[struct {
+		Tests []struct {
+			AlertRuleTest []struct {
+				Alertname string `json:"alertname"`
+				ExpAlerts []any  `json:"exp_alerts"`
+			} `json:"alert_rule_test"`
+		} `json:"tests"`
+	}](t, rulesTestsFile)
+	var firing []string
+	for _, tc := range tests.Tests {
+		for _, a := range tc.AlertRuleTest {
+			if len(a.ExpAlerts) > 0 {
+				firing = append(firing, a.Alertname)
+			}
+		}
+	}
+	exported := exportedSeries(t)
+	n := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			n++
+			if !slices.Contains(firing, r.Alert) {
+				t.Errorf("alert %s: no unit test in %s expects it to fire", r.Alert, rulesTestsFile)
+			}
+			for _, problem := range checkNames(r.Expr, exported) {
+				t.Errorf("alert %s: %s", r.Alert, problem)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no alerts in %s", rulesFile)
+	}
+}
+
+func readYAML[T any](t testing.TB, path string) T {
+	t.Helper()
+	var v T
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return v
+}

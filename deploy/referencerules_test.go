@@ -1,0 +1,167 @@
+package deploy
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// checkReferenceRules checks, with the base applied, that the ReferenceRule
+// CRD is served and accepts the kagent example, that the controller's
+// ServiceAccount (impersonated as in as) reads ReferenceRules, and that
+// examples/kagent-referencerules/rbac.yaml gives it read access to the kinds
+// it names, through the aggregated ClusterRole.
+func checkReferenceRules(t *testing.T, objs []*unstructured.Unstructured, as rest.ImpersonationConfig) {
+	ctx := testContext(t)
+	name := find(objs, "CustomResourceDefinition", "").GetName()
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, pollTimeout, true, func(ctx context.Context) (bool, error) {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := env.Client().Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(crd.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
+			return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
+		}), nil
+	}); err != nil {
+		t.Fatalf("CRD %s not established: %v", name, err)
+	}
+
+	raw, err := os.ReadFile(filepath.Join("..", "examples", "kagent-referencerules", "referencerules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range decodeYAML(t, raw) {
+		// Dry run: a stored rule would reach the controllers of the
+		// package's other tests, whose own rules for these kinds it
+		// would clash with (one rule per kind); and under a generated name,
+		// since the chain tests store these very rules.
+		r.SetGenerateName(r.GetName() + "-")
+		r.SetName("")
+		var err error
+		if werr := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, pollTimeout, true, func(ctx context.Context) (bool, error) {
+			err = env.Client().Create(ctx, r, client.DryRunAll)
+			return !meta.IsNoMatchError(err), nil // the client's discovery may lag the new CRD
+		}); werr != nil || err != nil {
+			t.Fatalf("the API server rejects ReferenceRule %s: %v %v", r.GetGenerateName(), err, werr)
+		}
+		if refs, _, _ := unstructured.NestedSlice(r.Object, "spec", "referencedBy"); len(refs) > 0 {
+			if f := refs[0].(map[string]any)["format"]; f != "Name" {
+				t.Errorf("ReferenceRule %s: format defaulted to %v, want Name", r.GetGenerateName(), f)
+			}
+		}
+	}
+
+	can := func(group, resource, verb string) bool { // resource: "name" or "name/subresource"
+		t.Helper()
+		resource, sub, _ := strings.Cut(resource, "/")
+		sar, err := env.Clientset().AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: as.UserName, Groups: as.Groups,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: group, Resource: resource, Subresource: sub, Verb: verb},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sar.Status.Allowed
+	}
+	for _, verb := range []string{"get", "list", "watch"} {
+		if !can("hotcert.dev", "referencerules", verb) {
+			t.Errorf("the controller cannot %s referencerules.hotcert.dev", verb)
+		}
+	}
+	if !can("hotcert.dev", "referencerules/status", "update") {
+		t.Error("the controller cannot write the status of referencerules.hotcert.dev")
+	}
+	if can("hotcert.dev", "referencerules", "update") {
+		t.Error("the controller may change ReferenceRules themselves")
+	}
+	if can("kagent.dev", "agents", "list") {
+		t.Fatal("the controller reads agents.kagent.dev before anyone granted it")
+	}
+
+	raw, err = os.ReadFile(filepath.Join("..", "examples", "kagent-referencerules", "rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	grant := decodeYAML(t, raw)
+	if len(grant) != 1 || grant[0].GetKind() != "ClusterRole" {
+		t.Fatalf("rbac.yaml: want one ClusterRole, have %d objects", len(grant))
+	}
+	_, aggregated := clusterRoles(t, objs)
+	sel, err := metav1.LabelSelectorAsSelector(&aggregated.AggregationRule.ClusterRoleSelectors[0])
+	if err != nil || len(aggregated.AggregationRule.ClusterRoleSelectors) != 1 {
+		t.Fatalf("aggregation rule %v: %v", aggregated.AggregationRule, err)
+	}
+	if !sel.Matches(labels.Set(grant[0].GetLabels())) {
+		t.Fatalf("the aggregated ClusterRole (%s) does not select rbac.yaml's labels %v", sel, grant[0].GetLabels())
+	}
+	if err := env.Client().Create(ctx, grant[0]); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client().Delete(testContext(t), grant[0]) })
+	// kube-controller-manager's clusterrole-aggregation controller is not
+	// among the controllers the test runs: do what it does, set the
+	// aggregated ClusterRole's rules to those of the ClusterRoles selected.
+	var selected rbacv1.ClusterRoleList
+	if err := env.Client().List(ctx, &selected, client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		t.Fatal(err)
+	}
+	live := &rbacv1.ClusterRole{}
+	if err := env.Client().Get(ctx, client.ObjectKey{Name: aggregated.Name}, live); err != nil {
+		t.Fatal(err)
+	}
+	live.Rules = nil
+	for _, cr := range selected.Items {
+		live.Rules = append(live.Rules, cr.Rules...)
+	}
+	if err := env.Client().Update(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	for _, resource := range []string{"agents", "modelconfigs"} {
+		for _, verb := range []string{"get", "list", "watch"} {
+			if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, pollTimeout, true, func(context.Context) (bool, error) {
+				return can("kagent.dev", resource, verb), nil
+			}); err != nil {
+				t.Errorf("with rbac.yaml, the controller cannot %s %s.kagent.dev", verb, resource)
+			}
+		}
+	}
+	if can("kagent.dev", "agents", "patch") {
+		t.Error("rbac.yaml grants more than reading")
+	}
+}
+
+// clusterRoles returns the ClusterRole of rules and the aggregated one (the
+// read access to the kinds ReferenceRules name).
+func clusterRoles(t testing.TB, objs []*unstructured.Unstructured) (rules, aggregated *rbacv1.ClusterRole) {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() != "ClusterRole" {
+			continue
+		}
+		cr := convert[rbacv1.ClusterRole](t, o)
+		if cr.AggregationRule != nil {
+			aggregated = cr
+		} else {
+			rules = cr
+		}
+	}
+	if rules == nil || aggregated == nil {
+		t.Fatalf("want a ClusterRole of rules and an aggregated one, have %v and %v", rules, aggregated)
+	}
+	return rules, aggregated
+}
