@@ -11,6 +11,7 @@ import (
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/inspect"
 	"github.com/hotcert/hotcert/cmd/internal/cli"
 	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/internal/testutil"
 )
 
 // Every command answers --version with the binary's version.
@@ -37,6 +38,9 @@ func TestTyposGetSuggestions(t *testing.T) {
 		{[]string{"check", "--log-formt", "json"}, "did you mean --log-format?"},
 		{[]string{"inspect", "--zzzzzzzz"}, "see hotcert inspect --help"},
 		{[]string{"demp"}, `unknown command "demp" for "hotcert" (did you mean demo?)`},
+		{[]string{"pki", "isue"}, `unknown command "isue" for "hotcert pki" (did you mean issue?)`},
+		{[]string{"pki"}, "hotcert pki needs a command: bundle, ca, issue"},
+		{[]string{"token"}, "hotcert token needs a command: issue"},
 	} {
 		_, _, err := run(ctx, tc.args...)
 		if err == nil || !strings.Contains(cli.Message(err), tc.want) || strings.Contains(cli.Message(err), "\\n") {
@@ -138,7 +142,7 @@ func TestInspectWaitsForTheReplicaToPass(t *testing.T) {
 	vol := hotcerttest.MustNewAtomicWriter(filepath.Join(t.TempDir(), "tls"))
 	first := oldCA.MustIssue()
 	vol.MustWrite(map[string][]byte{"tls.crt": first.ChainPEM, "tls.key": first.KeyPEM})
-	addr := startServerOn(t, filepath.Join(vol.Dir(), "tls.crt"), filepath.Join(vol.Dir(), "tls.key"))
+	addr, srv := startServerOn(t, filepath.Join(vol.Dir(), "tls.crt"), filepath.Join(vol.Dir(), "tls.key"))
 	onlyNew := writeTemp(t, "new-ca.crt", hotcerttest.BundlePEM(newCA))
 
 	_, _, err := run(ctx, "inspect", addr, "--ca-file", onlyNew)
@@ -153,6 +157,10 @@ func TestInspectWaitsForTheReplicaToPass(t *testing.T) {
 		out, _, err := run(ctx, "inspect", addr, "--ca-file", onlyNew, "--wait", "2m")
 		done <- result{out, err}
 	}()
+	// Rotate only once the waiting inspect has looked and been refused (a handshake
+	// after the one above), so that passing proves it looked again.
+	handshakes := srv.Stats().Handshakes
+	testutil.WaitFor(t, "inspect --wait to look a first time", func() bool { return srv.Stats().Handshakes > handshakes })
 	next := newCA.MustIssue()
 	vol.MustWrite(map[string][]byte{"tls.crt": next.ChainPEM, "tls.key": next.KeyPEM})
 	r := <-done

@@ -36,6 +36,7 @@ workloads that cannot (the hotcert-controller binary).`,
 	cli.SetVersion(root)   // --version on every command
 	cli.SuggestFlags(root) // "unknown flag: --cert-fiel (did you mean --cert-file?)"
 	cli.WarningsTo(root, stderr)
+	cli.GroupsNeedACommand(root) // "hotcert pki isue": a one-line error, not the help and exit 0
 	jsonFailures(root, stdout)
 	return root
 }

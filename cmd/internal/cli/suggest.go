@@ -79,3 +79,35 @@ func Message(err error) string {
 	}
 	return fmt.Sprintf("%s (did you mean %s?)", head, strings.Join(strings.Fields(tail), " or "))
 }
+
+// GroupsNeedACommand makes every command below root that only groups subcommands
+// (`hotcert pki`, `hotcert token`) fail with a one-line reason when run without one
+// or with an unknown one, naming the closest, instead of printing its help and
+// exiting 0.
+func GroupsNeedACommand(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		GroupsNeedACommand(c)
+		if !c.HasSubCommands() || c.Run != nil || c.RunE != nil {
+			continue
+		}
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			var names []string
+			for _, sub := range cmd.Commands() {
+				if sub.IsAvailableCommand() {
+					names = append(names, sub.Name())
+				}
+			}
+			if len(args) == 0 {
+				return fmt.Errorf("%s needs a command: %s (see %s --help)", cmd.CommandPath(), strings.Join(names, ", "), cmd.CommandPath())
+			}
+			if cmd.SuggestionsMinimumDistance <= 0 {
+				cmd.SuggestionsMinimumDistance = 2 // cobra's default for the root's suggestions
+			}
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				return fmt.Errorf("unknown command %q for %q (did you mean %s?)", args[0], cmd.CommandPath(), strings.Join(s, " or "))
+			}
+			return fmt.Errorf("unknown command %q for %q: want %s", args[0], cmd.CommandPath(), strings.Join(names, ", "))
+		}
+	}
+}
