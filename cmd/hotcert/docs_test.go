@@ -31,7 +31,7 @@ func TestDocsRun(t *testing.T) {
 		blocks int      // at least this many runnable blocks
 		want   []string // in the script's output
 	}{
-		{"../../docs/cli.md", 4, []string{"the renewal is served", "refused: expired", "refused: the key does not match",
+		{"../../docs/cli.md", 4, []string{"result: VERIFIED: an agent with this bundle accepts this replica", "refused: expired", "refused: the key does not match",
 			"refused: the certificate does not name cp.example.com", "result: VERIFIED", "result: OK: the reloader would load these files"}},
 		{"../../docs/runbooks/rotate-agent-certificates.md", 5, []string{"ca bundle: 2 CA(s)", "not ready for step 3",
 			"ready for step 3", "result: VERIFIED", "refused: key_mismatch"}},
