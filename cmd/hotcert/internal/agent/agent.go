@@ -345,7 +345,7 @@ func (a *Agent) open(ctx context.Context) (grpc.ClientStream, agentrpc.Message, 
 	if err != nil {
 		return nil, agentrpc.Message{}, err
 	}
-	if err := agentrpc.Send(stream, agentrpc.Message{Type: agentrpc.TypeRegister, AgentID: a.cfg.ID}); err != nil {
+	if err := agentrpc.Send(stream, agentrpc.Message{Type: agentrpc.TypeRegister, AgentID: a.cfg.ID, Trust: a.trustReport(ctx, false)}); err != nil {
 		return nil, agentrpc.Message{}, recvErr(stream, err)
 	}
 	reg, err := agentrpc.Recv(stream)
@@ -408,7 +408,7 @@ func (a *Agent) run(ctx context.Context, cancel context.CancelFunc, stream grpc.
 				return fmt.Errorf("agent: nothing received from the control plane for %s", silent.Round(time.Millisecond))
 			}
 			seq++
-			if err := agentrpc.Send(stream, agentrpc.Message{Type: agentrpc.TypeHeartbeat, Seq: seq}); err != nil {
+			if err := agentrpc.Send(stream, agentrpc.Message{Type: agentrpc.TypeHeartbeat, Seq: seq, Trust: a.trustReport(ctx, true)}); err != nil {
 				cancel()
 				<-recvDone
 				return recvErr

@@ -208,6 +208,10 @@ type Status struct {
 	// CALastError is the last bundle reload failure (the last good bundle is in use).
 	CALastError      string `json:"ca_last_error,omitempty"`
 	CAReloadFailures uint64 `json:"ca_reload_failures"`
+	// Held says what the agent holds: the bundle (every CA's fingerprint and
+	// subject, generation, loaded-at) and its client certificate (mTLS only).
+	Held       hotcert.Summary  `json:"held"`
+	ClientCert *hotcert.Summary `json:"client_cert,omitempty"`
 }
 
 // Status returns the agent's status.
@@ -220,6 +224,11 @@ func (a *Agent) Status() Status {
 	}
 	if rs.LastError != nil {
 		st.CALastError = rs.LastError.Error()
+	}
+	st.Held = rs.Current.Summary()
+	if a.identity != nil {
+		cs := a.identity.Current().Summary()
+		st.ClientCert = &cs
 	}
 	return st
 }

@@ -76,6 +76,9 @@ type Message struct {
 	// Token is a fresh bearer token for the agent's next connection (Registered,
 	// HeartbeatAck), from a server that authenticates agents.
 	Token string
+	// Trust is what the agent trusts and presents (Register, Heartbeat); nil from an
+	// agent of an older release.
+	Trust *TrustReport
 }
 
 // Proto encodes m as a google.protobuf.Struct.
@@ -97,6 +100,7 @@ func (m Message) Proto() *structpb.Struct {
 	if m.Token != "" {
 		f["token"] = structpb.NewStringValue(m.Token)
 	}
+	putTrust(f, m.Trust)
 	return &structpb.Struct{Fields: f}
 }
 
@@ -114,6 +118,11 @@ func FromProto(s *structpb.Struct) (Message, error) {
 		}
 		m.Seq = n
 	}
+	trust, err := trustOf(s, m.Type)
+	if err != nil {
+		return Message{}, err
+	}
+	m.Trust = trust
 	return m, nil
 }
 

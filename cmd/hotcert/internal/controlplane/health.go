@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/inspect"
 )
 
@@ -30,6 +31,12 @@ type Status struct {
 	// Tokens describes the agent-token key set (Config.Tokens only).
 	Tokens *TokenStatus `json:"tokens,omitempty"`
 	Stats  Stats        `json:"stats"`
+	// Held says what the replica holds (leaf fingerprint, serial, issuer, NotAfter,
+	// generation, loaded-at); ClientCAHeld the client CA bundle (mTLS only).
+	Held         hotcert.Summary  `json:"held"`
+	ClientCAHeld *hotcert.Summary `json:"client_ca_held,omitempty"`
+	// Fleet is what the connected agents trust, as they reported it.
+	Fleet Fleet `json:"fleet"`
 }
 
 // TokenStatus describes the key set agent tokens are issued and verified with. It
@@ -104,6 +111,8 @@ func (s *Server) Status() Status {
 		ReloadFailures: rs.Failures,
 		Tokens:         s.tokenStatus(),
 		Stats:          s.Stats(),
+		Held:           rs.Current.Summary(),
+		Fleet:          s.Fleet(),
 	}
 	now := time.Now()
 	st.Healthy = !now.Before(rs.Current.NotBefore()) && now.Before(rs.Current.NotAfter())
@@ -113,6 +122,8 @@ func (s *Server) Status() Status {
 	}
 	if s.clientCA != nil {
 		st.ClientCA = inspect.DescribeAll(s.clientCA.Current().TrustCertificates())
+		cs := s.clientCA.Current().Summary()
+		st.ClientCAHeld = &cs
 	}
 	return st
 }

@@ -92,6 +92,9 @@ func New(cfg Config) (*Server, error) {
 		if err := cfg.Registerer.Register(&collector{s: s}); err != nil {
 			return nil, fmt.Errorf("controlplane: register metrics: %w", err)
 		}
+		if err := cfg.Registerer.Register(fleetCollector{s: s}); err != nil {
+			return nil, fmt.Errorf("controlplane: register fleet metrics: %w", err)
+		}
 	}
 	reloaderOpts := func(component string, extra ...hotcert.Option) []hotcert.Option {
 		opts := []hotcert.Option{hotcert.WithComponent(component), hotcert.WithComponentLabel(cfg.ComponentKey), hotcert.WithLogger(s.log)}

@@ -27,6 +27,10 @@ type session struct {
 	// The last token handed to the agent (read and written by the stream's goroutine).
 	tokenAt  time.Time
 	tokenKid string
+
+	// What the agent last reported it trusts, and when (guarded by Server.mu).
+	trust      *agentrpc.TrustReport
+	reportedAt time.Time
 }
 
 // handle serves one Connect stream: register, then heartbeats in and work out until
@@ -64,6 +68,7 @@ func (s *Server) handle(stream grpc.ServerStream) error {
 	if err := agentrpc.Send(stream, agentrpc.Message{Type: agentrpc.TypeRegistered, Replica: s.cfg.Replica, Token: s.freshToken(sess, true)}); err != nil {
 		return err
 	}
+	s.report(sess, first.Trust)
 	s.addSession(sess)
 	reason := "agent closed the stream"
 	defer func() { s.removeSession(sess, reason) }()
@@ -96,6 +101,7 @@ func (s *Server) handle(stream grpc.ServerStream) error {
 		case m := <-in:
 			if m.Type == agentrpc.TypeHeartbeat {
 				s.heartbeats.Add(1)
+				s.report(sess, m.Trust)
 				ack := agentrpc.Message{Type: agentrpc.TypeHeartbeatAck, Seq: m.Seq, Token: s.freshToken(sess, false)}
 				if err := agentrpc.Send(stream, ack); err != nil {
 					reason = "send: " + err.Error()
