@@ -76,7 +76,6 @@ type running struct {
 
 type ctrlOptions = ctrl.Options
 
-func (r *running) ctlCache() client.Reader { return r.mgr.GetCache() }
 
 func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)

@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,6 +30,7 @@ import (
 	"github.com/hotcert/hotcert/cmd/hotcert-controller/app/options"
 	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/internal/kubetest"
+	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/rollout"
 )
 
@@ -50,7 +50,7 @@ var runs atomic.Int32
 
 // start parses args as hotcert-controller does, completes them and runs the
 // controller until the test ends; it returns the log and the metrics prefix.
-func start(t *testing.T, args ...string) (*syncBuffer, string) {
+func start(t *testing.T, args ...string) (*testutil.LogBuffer, string) {
 	t.Helper()
 	o := options.New()
 	fs := pflag.NewFlagSet("hotcert-controller", pflag.ContinueOnError)
@@ -61,7 +61,7 @@ func start(t *testing.T, args ...string) (*syncBuffer, string) {
 		t.Fatal(err)
 	}
 	o.SkipNameValidation = true // other tests in this process run controllers of the same names
-	logs := &syncBuffer{}
+	logs := &testutil.LogBuffer{}
 	log := logr.FromSlogHandler(slog.NewTextHandler(logs, nil))
 	cfg, err := o.Complete(log)
 	if err != nil {
@@ -326,9 +326,11 @@ func waitLease(t *testing.T, ns, name string) {
 	})
 }
 
+// waitFor polls cond until it holds, for up to a minute (the controller and
+// the API server share two busy cores with other tests).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 60*time.Second, true,
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, time.Minute, true,
 		func(context.Context) (bool, error) { return cond(), nil })
 	if err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
@@ -370,21 +372,4 @@ func servingKeyPair(t *testing.T) (ca *hotcerttest.CA, crt, key string) {
 		t.Fatal(err)
 	}
 	return ca, crt, key
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
