@@ -76,7 +76,6 @@ type running struct {
 
 type ctrlOptions = ctrl.Options
 
-
 func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
