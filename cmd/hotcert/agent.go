@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -97,7 +98,11 @@ func runAgent(ctx context.Context, g *globals, f *agentFlags) error {
 	if f.tokenFile != "" {
 		cfg.Token = jwtkeys.NewFileTokenSource(f.tokenFile)
 		if _, err := cfg.Token.Token(ctx); err != nil {
-			return fmt.Errorf("--token-file: %w", err)
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				return fmt.Errorf("--token-file %s: %w", pe.Path, pe.Err)
+			}
+			return fmt.Errorf("--token-file %s: %w", f.tokenFile, err)
 		}
 	}
 	cfg.MetricsOptions = []metrics.Option{metrics.WithPrefix(f.metricsPrefix), metrics.WithComponentLabel(f.metricsLabel)}

@@ -184,6 +184,9 @@ func serverKeySet(ctx context.Context, f *serverFlags, reg *prometheus.Registry,
 	if err != nil || src == nil {
 		return nil, func() {}, err
 	}
+	if f.jwtGrace > 0 && f.jwtGrace < f.jwtMaxTTL+f.jwtClockSkew {
+		return nil, nil, fmt.Errorf("--jwt-grace %s: shorter than --jwt-max-ttl (%s) plus --jwt-clock-skew (%s): tokens signed just before a rotation would be refused before they expire", f.jwtGrace, f.jwtMaxTTL, f.jwtClockSkew)
+	}
 	if f.jwtTokenTTL <= 0 || f.jwtTokenTTL > f.jwtMaxTTL {
 		return nil, nil, fmt.Errorf("--jwt-token-ttl %s: want a positive lifetime of at most --jwt-max-ttl (%s)", f.jwtTokenTTL, f.jwtMaxTTL)
 	}

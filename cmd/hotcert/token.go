@@ -80,7 +80,7 @@ and expiry, never the token.`,
 			}
 			ks, err := jwtkeys.New(ctx, src, opts...)
 			if err != nil {
-				return fmt.Errorf("agent-token keys: %w", err)
+				return inUserTerms(err, flagFiles{dirs: map[string]string{f.keyDir: "--jwt-key-dir"}})
 			}
 			defer ks.Close()
 			tok, err := ks.Issue(f.subject, f.ttl)

@@ -195,6 +195,7 @@ func TestTokenFlagErrors(t *testing.T) {
 	} {
 		_, _, err := run(ctx, tc.args...)
 		requireOneLine(t, err, tc.want)
+		requireUserTerms(t, err)
 	}
 }
 
@@ -338,9 +339,10 @@ func TestTokenIssue(t *testing.T) {
 		{[]string{"token", "issue", "--jwt-key-dir", keys.Dir()}, "--subject"},
 		{[]string{"token", "issue", "--subject", "a"}, "give the signing keys: --jwt-key-dir"},
 		{[]string{"token", "issue", "--jwt-key-dir", keys.Dir(), "--subject", "a", "--ttl", "0s"}, "--ttl"},
-		{[]string{"token", "issue", "--jwt-key-dir", t.TempDir(), "--subject", "a"}, jwtkeys.SigningKeyName},
+		{[]string{"token", "issue", "--jwt-key-dir", t.TempDir(), "--subject", "a"}, "--jwt-key-dir: "},
 	} {
 		_, _, err := run(ctx, tc.args...)
 		requireOneLine(t, err, tc.want)
+		requireUserTerms(t, err)
 	}
 }
