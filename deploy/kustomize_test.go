@@ -1,15 +1,10 @@
 package deploy
 
 import (
-	"bytes"
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -25,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/hotcert/hotcert/deploy/internal/process"
 	"github.com/hotcert/hotcert/rollout"
 )
 
@@ -182,43 +178,9 @@ func serviceAccountKubeconfig(t testing.TB, sa *corev1.ServiceAccount) string {
 	return path
 }
 
-// syncBuffer is a bytes.Buffer safe for a process writing while the test
-// reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // runController runs the hotcert-controller binary with args and the
-// kubeconfig until the test ends (SIGTERM, then a wait), and returns its
-// output (logged if the test failed).
-func runController(t *testing.T, kubeconfig string, args []string) *syncBuffer {
+// kubeconfig until the test ends, and returns its output.
+func runController(t *testing.T, kubeconfig string, args []string) *process.Output {
 	t.Helper()
-	var logs syncBuffer
-	cmd := exec.Command(hotcertController(t), append(args, "--kubeconfig="+kubeconfig)...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG=")
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		err := cmd.Wait()
-		if t.Failed() {
-			t.Logf("hotcert-controller (%v):\n%s", err, logs.String())
-		}
-	})
-	return &logs
+	return process.Start(t, hotcertController(t), append(args, "--kubeconfig="+kubeconfig), "KUBECONFIG=")
 }

@@ -1,19 +1,16 @@
 package trustmanager
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/deploy/internal/process"
 	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/source/kube"
 	"github.com/hotcert/hotcert/tlsconfig"
@@ -168,24 +166,13 @@ func runTrustManager(t *testing.T, trustNS string) {
 		}
 	}
 	webhookPort, metricsPort, readyPort := freePort(t), freePort(t), freePort(t)
-	var logs syncBuffer
-	cmd := exec.Command(filepath.Join(binDir, "trust-manager"),
-		"--kubeconfig="+kubeconfig,
-		"--trust-namespace="+trustNS,
+	process.Start(t, filepath.Join(binDir, "trust-manager"), []string{
+		"--kubeconfig=" + kubeconfig,
+		"--trust-namespace=" + trustNS,
 		"--leader-elect=false",
-		"--webhook-host=127.0.0.1", "--webhook-port="+strconv.Itoa(webhookPort), "--webhook-certificate-dir="+certDir,
-		"--metrics-port="+strconv.Itoa(metricsPort), "--readiness-probe-port="+strconv.Itoa(readyPort),
-		"--log-level=2")
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		err := cmd.Wait()
-		if t.Failed() {
-			t.Logf("trust-manager (%v):\n%s", err, logs.String())
-		}
+		"--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(webhookPort), "--webhook-certificate-dir=" + certDir,
+		"--metrics-port=" + strconv.Itoa(metricsPort), "--readiness-probe-port=" + strconv.Itoa(readyPort),
+		"--log-level=2",
 	})
 
 	// trust-manager's webhook validates every Bundle write, as installed by
@@ -424,23 +411,4 @@ func freePort(t *testing.T) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// syncBuffer is a bytes.Buffer safe for a process writing while the test
-// reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
