@@ -87,6 +87,10 @@ func TestDemoHoldsEveryInvariant(t *testing.T) {
 	if n := strings.Count(string(logs), `"msg":"JWT signing key rotated"`); n != 2 {
 		t.Errorf("%d \"JWT signing key rotated\" lines, want one per replica", n)
 	}
+	// Each forced reconnect is said in the log, before the agents' drop warnings.
+	if n := strings.Count(string(logs), `"msg":"demo: forced reconnect: dropping every agent connection, as a control-plane restart would"`); n != 4 {
+		t.Errorf("%d forced-reconnect lines in demo.log, want one per forced reconnect (4)", n)
+	}
 	if strings.Contains(string(logs), "PRIVATE KEY") || strings.Contains(string(logs), "eyJ") {
 		t.Error("the log contains key material or a token")
 	}

@@ -441,6 +441,9 @@ func (w *world) onCertificate(fp hotcert.Fingerprint) int {
 // control plane or a network blip would, forcing new handshakes.
 func (w *world) dropAll() {
 	w.tl.Mark(MarkForced, "forced reconnect: the demo drops every agent connection, as a control-plane restart would")
+	// Said in demo.log too: the agents' "control plane stream dropped" warnings that
+	// follow are this, not a failure.
+	w.log.Warn("demo: forced reconnect: dropping every agent connection, as a control-plane restart would", "agents", len(w.agents))
 	for _, r := range w.replicas {
 		w.c.forcedDrops.Add(uint64(r.srv.DropConnections()))
 	}
