@@ -12,13 +12,14 @@ import (
 	"syscall"
 
 	"github.com/hotcert/hotcert/cmd/hotcert-controller/app"
+	"github.com/hotcert/hotcert/cmd/internal/cli"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := app.NewCommand(os.Stdout, os.Stderr).ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "hotcert-controller:", err)
+		fmt.Fprintln(os.Stderr, "hotcert-controller:", cli.Message(err))
 		os.Exit(1)
 	}
 }

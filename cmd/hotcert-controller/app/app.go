@@ -31,7 +31,6 @@ func NewCommand(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "hotcert-controller",
 		Short:   "Roll Deployments, StatefulSets and DaemonSets when the Secrets and ConfigMaps they consume change",
-		Version: cli.Version(),
 		Long: `hotcert-controller runs the rollout controller. A Deployment, StatefulSet or
 DaemonSet annotated hotcert.dev/rollout-on-change: "true" is rolled when a key it
 consumes (volumes, projected sources, env, envFrom) changes: the controller stamps
@@ -73,6 +72,8 @@ See docs/rollout-controller.md.`,
 	cmd.SetErr(stderr)
 	logFlags.AddFlags(cmd.Flags())
 	opts.AddFlags(cmd.Flags())
+	cli.SetVersion(cmd)
+	cli.SuggestFlags(cmd) // "unknown flag: --kubconfig (did you mean --kubeconfig?)"
 	return cmd
 }
 

@@ -203,7 +203,8 @@ func TestStartupErrors(t *testing.T) {
 		{[]string{"--hash-key-file", short}, "at least 16 bytes"},
 		{[]string{"--webhook-bind-address=127.0.0.1:0", "--webhook-cert-file", short, "--webhook-key-file", short}, "webhook certificate"},
 		{[]string{"--kubeconfig", filepath.Join(t.TempDir(), "missing")}, "--kubeconfig"},
-		{[]string{"--kubconfig", kubeconfig}, "unknown flag: --kubconfig"},
+		{[]string{"--kubconfig", kubeconfig}, "unknown flag: --kubconfig (did you mean --kubeconfig?)"},
+		{[]string{"--leader-election-namspace=x"}, "(did you mean --leader-election-namespace?)"},
 	} {
 		var stderr bytes.Buffer
 		cmd := NewCommand(io.Discard, &stderr)
