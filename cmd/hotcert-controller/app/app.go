@@ -29,8 +29,8 @@ func NewCommand(stdout, stderr io.Writer) *cobra.Command {
 	opts := options.New()
 	var logFlags cli.LogFlags
 	cmd := &cobra.Command{
-		Use:     "hotcert-controller",
-		Short:   "Roll Deployments, StatefulSets and DaemonSets when the Secrets and ConfigMaps they consume change",
+		Use:   "hotcert-controller",
+		Short: "Roll Deployments, StatefulSets and DaemonSets when the Secrets and ConfigMaps they consume change",
 		Long: `hotcert-controller runs the rollout controller. A Deployment, StatefulSet or
 DaemonSet annotated hotcert.dev/rollout-on-change: "true" is rolled when a key it
 consumes (volumes, projected sources, env, envFrom) changes: the controller stamps
