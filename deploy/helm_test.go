@@ -103,8 +103,8 @@ func TestHelmChart(t *testing.T) {
 				}
 			}
 			o := containerArgs(t, dep)
-			if img := dep.Spec.Template.Spec.Containers[0].Image; img != controllerImage {
-				t.Errorf("image %s, want %s (what make image builds)", img, controllerImage)
+			if img, want := dep.Spec.Template.Spec.Containers[0].Image, controllerImage(t); img != want {
+				t.Errorf("image %s, want %s (what make image builds)", img, want)
 			}
 			role := convert[rbacv1.Role](t, find(objs, "Role", ""))
 			if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.ResourceNames, o.LeaderElectionID) }) {

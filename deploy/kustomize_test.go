@@ -49,8 +49,8 @@ func TestKustomizeManifests(t *testing.T) {
 		}
 	}
 	dep := convert[appsv1.Deployment](t, find(objs, "Deployment", "hotcert-controller"))
-	if img := dep.Spec.Template.Spec.Containers[0].Image; img != controllerImage {
-		t.Errorf("image %s, want %s (what make image builds)", img, controllerImage)
+	if img, want := dep.Spec.Template.Spec.Containers[0].Image, controllerImage(t); img != want {
+		t.Errorf("image %s, want %s (what make image builds)", img, want)
 	}
 	o := containerArgs(t, dep)
 	if !o.LeaderElect || o.LeaderElectionID != "hotcert-controller" {

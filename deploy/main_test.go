@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/chart/loader"
+
 	"github.com/hotcert/hotcert/internal/kubetest"
 )
 
@@ -43,7 +45,20 @@ func hotcertController(t testing.TB) string {
 	return bin
 }
 
-// controllerImage is the image the manifests run: what `make image` builds
-// and tags (repository hotcert.local/hotcert-controller, the chart's
-// appVersion), for `kind load image-archive` or a registry of one's own.
-const controllerImage = "hotcert.local/hotcert-controller:0.1.0"
+// imageRepository is the repository `make image` tags the controller's image
+// with (IMAGE_REPO), its tag being the chart's appVersion (VERSION).
+const imageRepository = "hotcert.local/hotcert-controller"
+
+// controllerImage is the image the manifests must run: what `make image`
+// builds and tags, for `kind load image-archive` or a registry of one's own.
+func controllerImage(t testing.TB) string {
+	t.Helper()
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch.Metadata.AppVersion == "" {
+		t.Fatal("the chart has no appVersion, the image's tag")
+	}
+	return imageRepository + ":" + ch.Metadata.AppVersion
+}
