@@ -101,8 +101,12 @@ func TestInspectVerdictsAndJSONFailures(t *testing.T) {
 	}
 	out, _, err = run(ctx, "inspect", addr, "--server-name", "cp.example.com", "-o", "json")
 	var rep inspect.RemoteReport
-	if err == nil || json.Unmarshal([]byte(out), &rep) != nil || rep.Hostname.OK {
+	if err == nil || json.Unmarshal([]byte(out), &rep) != nil || rep.Hostname.OK || rep.OK {
 		t.Fatalf("inspect -o json of a wrong name: err %v, output:\n%s", err, out)
+	}
+	out, _, err = run(ctx, "inspect", addr, "--server-name", "localhost", "-o", "json")
+	if err != nil || json.Unmarshal([]byte(out), &rep) != nil || !rep.OK {
+		t.Fatalf("inspect -o json of a matching name: err %v, output:\n%s", err, out)
 	}
 	if _, _, err := run(ctx, "inspect", addr, "--server-name", "localhost"); err != nil {
 		t.Fatalf("inspect of a matching name without a bundle: %v", err)

@@ -141,12 +141,13 @@ func TestInspectCommand(t *testing.T) {
 // startServer runs a control plane replica in-process and returns its address.
 func startServer(t *testing.T, leaf *hotcerttest.Leaf) string {
 	t.Helper()
-	return startServerOn(t, writeTemp(t, "tls.crt", leaf.ChainPEM), writeTemp(t, "tls.key", leaf.KeyPEM))
+	addr, _ := startServerOn(t, writeTemp(t, "tls.crt", leaf.ChainPEM), writeTemp(t, "tls.key", leaf.KeyPEM))
+	return addr
 }
 
 // startServerOn runs a control plane replica in-process on the given files, which
-// it follows, and returns its address.
-func startServerOn(t *testing.T, crt, key string) string {
+// it follows, and returns its address and the server.
+func startServerOn(t *testing.T, crt, key string) (string, *controlplane.Server) {
 	t.Helper()
 	src, err := file.New(file.WithKeyPair(crt, key))
 	if err != nil {
@@ -164,7 +165,7 @@ func startServerOn(t *testing.T, crt, key string) string {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return ln.Addr().String()
+	return ln.Addr().String(), srv
 }
 
 // The server and agent commands, wired as an operator runs them: the agent

@@ -23,6 +23,9 @@ type RemoteOptions struct {
 	ServerName string
 	// CAFile is a CA bundle (the agents' ca.crt); each CA in it is tried on its own.
 	CAFile string
+	// Bundle, when CAFile is empty, is a CA bundle already loaded ([LoadBundle]),
+	// tried CA by CA in the same way.
+	Bundle *hotcert.Material
 	// NextProtos are the ALPN protocols offered (default "h2", as gRPC clients do).
 	NextProtos []string
 	// Timeout bounds the dial and handshake (default 10s).
@@ -31,6 +34,9 @@ type RemoteOptions struct {
 
 // RemoteReport is what a replica serves.
 type RemoteReport struct {
+	// OK says whether an agent would accept the replica: the certificate names
+	// VerifyName and, with a bundle, a CA of it verifies the chain.
+	OK      bool   `json:"ok"`
 	Address string `json:"address"`
 	// SNI is the server name sent in the handshake ("" when none was sent).
 	SNI string `json:"sni"`
@@ -83,7 +89,7 @@ func Remote(ctx context.Context, opts RemoteOptions) (*RemoteReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inspect: address %q: want host:port", opts.Address)
 	}
-	var bundle *hotcert.Material
+	bundle := opts.Bundle
 	if opts.CAFile != "" {
 		bundle, err = readBundle(ctx, opts.CAFile)
 		if err != nil {
@@ -146,6 +152,7 @@ func Remote(ctx context.Context, opts RemoteOptions) (*RemoteReport, error) {
 	if bundle != nil {
 		rep.Bundle = verifyAgainst(opts.CAFile, bundle, st.PeerCertificates, rep.Hostname.OK, now)
 	}
+	rep.OK = rep.Hostname.OK && (rep.Bundle == nil || rep.Bundle.Verified)
 	return rep, nil
 }
 
