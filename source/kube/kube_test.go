@@ -4,12 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -399,38 +396,6 @@ func TestEmptyOptionalCABundleIsNoBundle(t *testing.T) {
 	}
 }
 
-// cutter lets a test break a client's open watches, as a network failure or an API
-// server's load balancer does.
-type cutter struct {
-	mu     sync.Mutex
-	bodies []io.Closer
-}
-
-func (c *cutter) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		resp, err := rt.RoundTrip(req)
-		if err == nil && req.URL.Query().Get("watch") == "true" {
-			c.mu.Lock()
-			c.bodies = append(c.bodies, resp.Body)
-			c.mu.Unlock()
-		}
-		return resp, err
-	})
-}
-
-func (c *cutter) cut() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, b := range c.bodies {
-		b.Close()
-	}
-	c.bodies = nil
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
 // TestLostWatchIsReportedAndPollsReachTheAPIServer revokes the reader's access and
 // breaks its watch. The cached certificate must not pass for current: a poll goes to
 // the API server, and the refusal is reported once (log line, failure count,
@@ -451,8 +416,8 @@ func TestLostWatchIsReportedAndPollsReachTheAPIServer(t *testing.T) {
 		APIGroups: []string{""}, Resources: []string{"secrets"},
 		ResourceNames: []string{"api-tls"}, Verbs: []string{"get", "list", "watch"},
 	}}, ns)
-	cut := &cutter{}
-	cfg.Wrap(cut.wrap)
+	cut := &kubetest.WatchCutter{}
+	cfg.Wrap(cut.Wrap)
 	restricted, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -471,7 +436,7 @@ func TestLostWatchIsReportedAndPollsReachTheAPIServer(t *testing.T) {
 	}
 	// An open watch outlives the revocation; the next one is refused.
 	testutil.WaitFor(t, "the informer to lose its watch", func() bool {
-		cut.cut()
+		cut.Cut()
 		return src.keys.informer.broken.Load() != nil
 	})
 	// The renewal lands while the reader cannot see it.
