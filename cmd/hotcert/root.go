@@ -48,6 +48,7 @@ func subcommands(g *globals) []*cobra.Command {
 		newServerCommand(g),
 		newAgentCommand(g),
 		newInspectCommand(g),
+		newRotationCommand(g),
 		newCheckCommand(g),
 		newTokenCommand(g),
 		newPKICommand(g),

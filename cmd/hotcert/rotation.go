@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/rotation"
+)
+
+func newRotationCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "rotation",
+		Short: "Follow a CA rotation: where it stands and whether its next step is safe",
+	}
+	cmd.AddCommand(newRotationStatusCommand(g))
+	return cmd
+}
+
+func newRotationStatusCommand(g *globals) *cobra.Command {
+	var (
+		opts               rotation.Options
+		addrs, statusURLs  []string
+		statusPort, output string
+		wait               rotation.WaitOptions
+	)
+	cmd := &cobra.Command{
+		Use:   "status --replica HOST:PORT... (--status-url URL... | --status-port P) --old-ca-file F --new-ca-file F [--wait STEP --timeout D] [-o json]",
+		Short: "Say where a CA rotation stands and whether its next step is safe, naming the stragglers",
+		Long: `Look at every control plane replica: what it serves, with a real TLS handshake as
+an agent makes it, and what its connected agents trust, from its status endpoint's
+fleet view (agents report their CA bundle over their stream). Then give the verdict
+on each step of the rotation from --old-ca-file to --new-ca-file:
+
+  add-new-ca          add the new CA to every agent's bundle (always safe)
+  switch-server-cert  switch the replicas to a leaf issued by the new CA
+                      (safe once every agent trusts the new CA)
+  remove-old-ca       remove the old CA from the bundles
+                      (safe once every replica serves a leaf of the new CA)
+
+Stragglers are named: an agent whose bundle lacks the new CA, an agent of an older
+release that reads its bundle only at start, a replica still serving the old leaf,
+a replica that cannot be reached.
+
+Replicas are given by address (pods, not a load-balanced Service): this binary links
+no Kubernetes client and cannot discover them. Give each replica's status endpoint
+with --status-url (one per --replica, in order) or --status-port (same host).
+
+With --wait STEP it looks again every --interval until STEP is safe (exit 0) or
+--timeout has passed (exit 1, naming the stragglers). See docs/rotation.md.`,
+		Example: `  hotcert rotation status --replica 10.0.0.7:9091 --replica 10.0.0.8:9091 --status-port 9090 \
+    --server-name cp.dexaflow.svc --old-ca-file ca-2025.crt --new-ca-file ca-2026.crt
+  hotcert rotation status ... --wait switch-server-cert --timeout 10m -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			asJSON, err := outputFormat(output)
+			if err != nil {
+				return err
+			}
+			if _, err := g.logger(); err != nil {
+				return err
+			}
+			if opts.Replicas, err = rotation.ReplicasFrom(addrs, statusURLs, statusPort); err != nil {
+				return err
+			}
+			return runRotationStatus(cmd.Context(), g, opts, wait, asJSON)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringArrayVar(&addrs, "replica", nil, "HOST:PORT of one replica's gRPC listener (repeat for every replica)")
+	fl.StringArrayVar(&statusURLs, "status-url", nil, "status endpoint of the replica of the same position, e.g. http://10.0.0.7:9090/healthz")
+	fl.StringVar(&statusPort, "status-port", "", "port of every replica's status endpoint on the replica's host (http://HOST:PORT/healthz)")
+	fl.StringVar(&opts.OldCAFile, "old-ca-file", "", "the CA being retired (PEM)")
+	fl.StringVar(&opts.NewCAFile, "new-ca-file", "", "the CA replacing it (PEM)")
+	fl.StringVar(&opts.ServerName, "server-name", "", "name the served certificate must match, sent as SNI (default: the host of each replica)")
+	fl.DurationVar(&opts.Timeout, "probe-timeout", 5*time.Second, "bound on each handshake and each status read")
+	fl.StringVar(&wait.Step, "wait", "", "wait until this step is safe: add-new-ca, switch-server-cert or remove-old-ca")
+	fl.DurationVar(&wait.Timeout, "timeout", 10*time.Minute, "with --wait, give up after this long")
+	fl.DurationVar(&wait.Interval, "interval", 2*time.Second, "with --wait, look again this often")
+	fl.StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+func runRotationStatus(ctx context.Context, g *globals, opts rotation.Options, wait rotation.WaitOptions, asJSON bool) error {
+	var rep *rotation.Report
+	var verr, err error
+	if wait.Step == "" {
+		rep, err = rotation.Check(ctx, opts)
+	} else {
+		rep, verr = rotation.Wait(ctx, opts, wait)
+		if rep == nil {
+			err = verr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if err := writeJSON(g.stdout, rep); err != nil {
+			return err
+		}
+		return reported(verr)
+	}
+	if err := rotation.WriteText(g.stdout, rep); err != nil {
+		return err
+	}
+	return verr
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/rotation"
+	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/internal/testutil"
+)
+
+// The rotation status command against the server and agent commands as an operator
+// runs them: the JSON verdict, --wait giving up with the report and a non-zero exit,
+// the text verdict, and bad input in one line.
+func TestRotationStatusCommand(t *testing.T) {
+	oldCA := hotcerttest.MustNewCA(hotcerttest.WithCommonName("CA-2025"))
+	newCA := hotcerttest.MustNewCA(hotcerttest.WithCommonName("CA-2026"))
+	tlsDir := hotcerttest.MustNewAtomicWriter(filepath.Join(t.TempDir(), "tls"))
+	caDir := hotcerttest.MustNewAtomicWriter(filepath.Join(t.TempDir(), "ca"))
+	leaf := oldCA.MustIssue()
+	tlsDir.MustWrite(map[string][]byte{"tls.crt": leaf.ChainPEM, "tls.key": leaf.KeyPEM})
+	caDir.MustWrite(map[string][]byte{"ca.crt": hotcerttest.BundlePEM(oldCA)})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	serverLog, agentLog := &testutil.LogBuffer{}, &testutil.LogBuffer{}
+	serverDone := start(ctx, serverLog, "server", "--log-format", "json", "--listen", "127.0.0.1:0", "--metrics-bind-address", "127.0.0.1:0", "--replica", "cp-0",
+		"--cert-file", filepath.Join(tlsDir.Dir(), "tls.crt"), "--key-file", filepath.Join(tlsDir.Dir(), "tls.key"))
+	addr := logAttr(t, serverLog, "control plane listening", "addr")
+	status := "http://" + logAttr(t, serverLog, "metrics and health listening", "addr") + "/healthz"
+	agentDone := start(ctx, agentLog, "agent", "--log-format", "json", "--server", addr, "--server-name", "localhost", "--id", "agent-1",
+		"--ca-file", filepath.Join(caDir.Dir(), "ca.crt"), "--heartbeat-interval", "50ms")
+	logAttr(t, agentLog, "connected to control plane", "replica")
+
+	args := []string{"rotation", "status", "--replica", addr, "--status-url", status, "--server-name", "localhost",
+		"--old-ca-file", writeTemp(t, "old.crt", hotcerttest.BundlePEM(oldCA)), "--new-ca-file", writeTemp(t, "new.crt", hotcerttest.BundlePEM(newCA))}
+	out, _, err := run(ctx, append(args, "-o", "json")...)
+	var rep rotation.Report
+	if err != nil || json.Unmarshal([]byte(out), &rep) != nil || rep.Next != rotation.StepAddNewCA || rep.Agents.Total != 1 || rep.Replicas[0].Name != "cp-0" {
+		t.Fatalf("rotation status -o json: %v\n%s", err, out)
+	}
+
+	out, _, err = run(ctx, append(args, "-o", "json", "--wait", "switch-server-cert", "--timeout", "200ms", "--interval", "20ms")...)
+	rep = rotation.Report{}
+	requireOneLine(t, err, "switch-server-cert step not safe after 200ms: not safe to switch the server certificate: agent agent-1 (on cp-0): its bundle lacks CA-2026")
+	if json.Unmarshal([]byte(out), &rep) != nil || len(rep.Stragglers) != 1 || rep.Stragglers[0].Name != "agent-1" {
+		t.Fatalf("rotation status --wait -o json that gives up: the report, got\n%s", out)
+	}
+
+	caDir.MustWrite(map[string][]byte{"ca.crt": hotcerttest.BundlePEM(newCA, oldCA)})
+	out, _, err = run(ctx, append(args, "--wait", "switch-server-cert", "--timeout", "1m", "--interval", "20ms")...)
+	if want := "step 1 done: 1/1 agents trust CA-2026 (1 replica report); safe to switch the server certificate"; err != nil || !strings.HasPrefix(out, want) {
+		t.Fatalf("rotation status --wait: %v\n%s\nwant it to start with %q", err, out, want)
+	}
+
+	_, _, err = run(ctx, append(args, "--wait", "switch")...)
+	requireOneLine(t, err, `step "switch": want one of add-new-ca, switch-server-cert, remove-old-ca`)
+	_, _, err = run(ctx, "rotation", "status", "--replica", addr, "--old-ca-file", "x", "--new-ca-file", "y")
+	requireOneLine(t, err, "--status-url per replica, or --status-port")
+	cancel()
+	for _, d := range []chan error{agentDone, serverDone} {
+		if err := <-d; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
