@@ -14,8 +14,9 @@ import (
 
 // content turns one X.509 context into hotcert content: the chosen SVID's chain
 // and key as PEM (go-spiffe's own encoding: CERTIFICATE blocks leaf first, one
-// PKCS#8 PRIVATE KEY), and the bundle of its trust domain (or every bundle, with
-// WithFederatedBundles) as a PEM CA bundle. The same context always encodes to the
+// PKCS#8 PRIVATE KEY), and the bundle of its trust domain as a PEM CA bundle
+// (an agent always sends it; without it the content has no trust, which
+// hotcert.WithRequireTrust refuses). The same context always encodes to the
 // same bytes, so the Reloader's content hash sees an unchanged SVID as unchanged.
 func (s *Source) content(x *workloadapi.X509Context) (hotcert.Content, error) {
 	svid := s.pick(x.SVIDs)
@@ -34,20 +35,9 @@ func (s *Source) content(x *workloadapi.X509Context) (hotcert.Content, error) {
 		Key:    hotcert.Input{Name: s.name + " private key of " + id, Data: key},
 		Source: s.name + " (" + id + ")",
 	}
-	own := svid.ID.TrustDomain()
-	var bundles []*x509bundle.Bundle
-	if b, ok := x.Bundles.Get(own); ok {
-		bundles = append(bundles, b)
-	}
-	if s.cfg.federated {
-		for _, b := range x.Bundles.Bundles() { // sorted by trust domain
-			if b.TrustDomain() != own {
-				bundles = append(bundles, b)
-			}
-		}
-	}
-	if ca := bundlePEM(bundles); len(ca) > 0 {
-		c.CA = hotcert.Input{Name: s.name + " X.509 bundle of " + trustDomains(bundles), Data: ca}
+	td := svid.ID.TrustDomain()
+	if b, ok := x.Bundles.Get(td); ok {
+		c.CA = hotcert.Input{Name: s.name + " X.509 bundle of " + td.Name(), Data: bundlePEM(b)}
 	}
 	return c, nil
 }
@@ -62,31 +52,11 @@ func (s *Source) pick(svids []*x509svid.SVID) *x509svid.SVID {
 	return svids[0]
 }
 
-// bundlePEM encodes the authorities of bundles in order, each certificate once.
-func bundlePEM(bundles []*x509bundle.Bundle) []byte {
-	var (
-		out  bytes.Buffer
-		seen = map[string]bool{}
-	)
-	for _, b := range bundles {
-		for _, ca := range b.X509Authorities() {
-			if seen[string(ca.Raw)] {
-				continue
-			}
-			seen[string(ca.Raw)] = true
-			_ = pem.Encode(&out, &pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw}) // cannot fail on a bytes.Buffer
-		}
+// bundlePEM encodes the authorities of b in order.
+func bundlePEM(b *x509bundle.Bundle) []byte {
+	var out bytes.Buffer
+	for _, ca := range b.X509Authorities() {
+		_ = pem.Encode(&out, &pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw}) // cannot fail on a bytes.Buffer
 	}
 	return out.Bytes()
-}
-
-func trustDomains(bundles []*x509bundle.Bundle) string {
-	var b bytes.Buffer
-	for i, bu := range bundles {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		b.WriteString(bu.TrustDomain().Name())
-	}
-	return b.String()
 }

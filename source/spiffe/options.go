@@ -9,10 +9,12 @@ import (
 	"google.golang.org/grpc/backoff"
 )
 
+// readTimeout bounds one read of the X.509 context from the agent, which answers
+// from its cache at once when it is up.
+const readTimeout = 10 * time.Second
+
 // Defaults of a [Source].
 const (
-	// DefaultReadTimeout bounds one read of the X.509 context from the agent.
-	DefaultReadTimeout = 10 * time.Second
 	// DefaultMaxReconnectDelay caps gRPC's redial backoff to the agent's socket
 	// (gRPC's own default is two minutes): the agent is local, so once it is back,
 	// the source is back within this delay.
@@ -27,19 +29,16 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
-	addr        string
-	client      []workloadapi.ClientOption
-	picker      func([]*x509svid.SVID) *x509svid.SVID
-	federated   bool
-	readTimeout time.Duration
+	addr   string
+	client []workloadapi.ClientOption
+	picker func([]*x509svid.SVID) *x509svid.SVID
 }
 
 func defaults() config {
 	bo := backoff.DefaultConfig
 	bo.MaxDelay = DefaultMaxReconnectDelay
 	return config{
-		client:      []workloadapi.ClientOption{workloadapi.WithDialOptions(grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo}))},
-		readTimeout: DefaultReadTimeout,
+		client: []workloadapi.ClientOption{workloadapi.WithDialOptions(grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo}))},
 	}
 }
 
@@ -59,20 +58,4 @@ func WithClientOptions(opts ...workloadapi.ClientOption) Option {
 // the read fail with [hotcert.ReasonMissing].
 func WithSVIDPicker(pick func([]*x509svid.SVID) *x509svid.SVID) Option {
 	return optionFunc(func(c *config) { c.picker = pick })
-}
-
-// WithFederatedBundles makes the trust bundle the union of every bundle the agent
-// delivers (the SVID's own trust domain first, then federated ones by trust domain
-// name) instead of the SVID's own trust domain alone, so peers of federated trust
-// domains are accepted too.
-func WithFederatedBundles() Option { return optionFunc(func(c *config) { c.federated = true }) }
-
-// WithReadTimeout bounds one read of the X.509 context (default
-// [DefaultReadTimeout]; 0 or less keeps the default).
-func WithReadTimeout(d time.Duration) Option {
-	return optionFunc(func(c *config) {
-		if d > 0 {
-			c.readTimeout = d
-		}
-	})
 }

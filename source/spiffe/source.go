@@ -65,7 +65,7 @@ func (s *Source) Close() error {
 // naming the Workload API; every failing read of one outage returns the same error,
 // so the Reloader reports the outage once.
 func (s *Source) Read(ctx context.Context) (hotcert.Content, error) {
-	rctx, cancel := context.WithTimeout(ctx, s.cfg.readTimeout)
+	rctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	x, err := s.client.FetchX509Context(rctx)
 	var c hotcert.Content

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 	"github.com/spiffe/go-spiffe/v2/workloadapi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -32,8 +33,8 @@ func (f fastRetry) NewBackoff() workloadapi.Backoff { return f }
 func (f fastRetry) Next() time.Duration             { return time.Duration(f) }
 func (fastRetry) Reset()                            {}
 
-// TestSPIREFollowsRotationAndAgentRestart runs a real SPIRE server and agent:
-// the Reloader serves the workload's SVID over mutual TLS, follows the agent's
+// TestSPIREFollowsRotationAndAgentRestart runs a real SPIRE server and agent: an
+// unregistered workload reads as missing; once registered, the Reloader serves the workload's SVID over mutual TLS, follows the agent's
 // rotations of a short-lived SVID, keeps the last good SVID serving while the agent
 // is gone (one log line, one failure, however many reads), and recovers when the
 // agent is back.
@@ -60,6 +61,13 @@ func TestSPIREFollowsRotationAndAgentRestart(t *testing.T) {
 	if want := "SPIFFE Workload API unix://" + sp.agentSock; src.String() != want {
 		t.Fatalf("String() = %q, want %q", src, want)
 	}
+	// Before the workload has a registration entry, the agent issues nothing.
+	waitUntil(t, 30*time.Second, "the agent to answer that it issued nothing", func() bool {
+		_, err := src.Read(ctx)
+		return hotcert.ReasonOf(err) == hotcert.ReasonMissing && strings.Contains(err.Error(), "no X.509-SVID issued to this workload")
+	})
+	sp.registerWorkload()
+
 	// No polling: every re-read after the first load comes from Watch.
 	r, err := hotcert.New(ctx, src, hotcert.WithComponent("spiffe"), hotcert.WithObserver(rec),
 		hotcert.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
@@ -84,6 +92,30 @@ func TestSPIREFollowsRotationAndAgentRestart(t *testing.T) {
 	}
 	if !strings.Contains(m.Source(), spireWorkloadID) {
 		t.Fatalf("Material.Source() = %q does not name the SPIFFE ID", m.Source())
+	}
+
+	// A picker chooses among the workload's SVIDs; choosing none is a clear error.
+	for _, tc := range []struct {
+		pick func([]*x509svid.SVID) *x509svid.SVID
+		want string
+	}{
+		{func([]*x509svid.SVID) *x509svid.SVID { return nil }, "none of the workload's 1 X.509-SVIDs was chosen"},
+		{func(s []*x509svid.SVID) *x509svid.SVID { return s[len(s)-1] }, ""},
+	} {
+		picked, err := spiffe.New(ctx, spiffe.WithAddr("unix://"+sp.agentSock), spiffe.WithSVIDPicker(tc.pick))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := picked.Read(ctx)
+		picked.Close()
+		switch {
+		case tc.want != "" && (hotcert.ReasonOf(err) != hotcert.ReasonMissing || !strings.Contains(err.Error(), tc.want)):
+			t.Fatalf("picker choosing nothing: %v, want %q", err, tc.want)
+		case tc.want == "" && err != nil:
+			t.Fatalf("picker choosing the last SVID: %v", err)
+		case tc.want == "" && !strings.Contains(c.Cert.Name, spireWorkloadID):
+			t.Fatalf("picker choosing the last SVID read %q", c.Cert.Name)
+		}
 	}
 
 	// The SVID serves mutual TLS both ways: the server presents it, the client

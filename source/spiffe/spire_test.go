@@ -60,9 +60,8 @@ type spire struct {
 	server, agent         *spireProc
 }
 
-// startSPIRE starts a SPIRE server, registers this process (by its uid) as the
-// workload spiffe://example.org/workload with DNS name localhost, and starts an
-// agent attested with a join token.
+// startSPIRE starts a SPIRE server and an agent attested with a join token as
+// spiffe://example.org/host. No workload is registered yet (registerWorkload).
 func startSPIRE(t *testing.T) *spire {
 	t.Helper()
 	bin := spireBinDir(t)
@@ -145,13 +144,18 @@ plugins {
 	if !ok || token == "" {
 		t.Fatalf("spire-server token generate printed %q", out)
 	}
+	s.startAgent("-joinToken", token)
+	return s
+}
+
+// registerWorkload registers this process (by its uid) as the workload
+// spiffe://example.org/workload, with DNS name localhost and a short SVID TTL.
+func (s *spire) registerWorkload() {
+	s.t.Helper()
 	s.run("spire-server", "entry", "create", "-socketPath", s.serverSock,
 		"-parentID", spireHostID, "-spiffeID", spireWorkloadID,
 		"-selector", fmt.Sprintf("unix:uid:%d", os.Getuid()),
 		"-dns", "localhost", "-x509SVIDTTL", fmt.Sprint(spireSVIDTTL))
-
-	s.startAgent("-joinToken", token)
-	return s
 }
 
 // startAgent starts the agent and waits until its Workload API answers.
