@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"net"
 	"path/filepath"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/hotcerttest"
@@ -355,6 +357,41 @@ func (c *idsOneSession) Get(string) (*tls.ClientSessionState, bool) { return c.c
 func (c *idsOneSession) Put(_ string, cs *tls.ClientSessionState) {
 	if cs != nil {
 		c.cs = cs
+	}
+}
+
+// TestIdentitiesOverGRPCKeepH2 passes the config through credentials.NewTLS, as a
+// gRPC server does: both identities are served with ALPN h2 (trap 2).
+func TestIdentitiesOverGRPCKeepH2(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	rsaLeaf, ecLeaf := ca.MustIssue(hotcerttest.WithKeyType(hotcerttest.RSA2048)), ca.MustIssue()
+	creds := credentials.NewTLS(tlsconfig.IdentitiesServerConfig([]hotcert.Provider{
+		hotcert.NewStore(full(t, ecLeaf, ca)), hotcert.NewStore(full(t, rsaLeaf, ca))}))
+	srv := func(raw net.Conn) (net.Conn, error) {
+		conn, info, err := creds.ServerHandshake(raw)
+		if err != nil {
+			return nil, err
+		}
+		return stateConn{conn, info}, nil
+	}
+	for _, tc := range []struct {
+		client *tls.Config
+		want   *hotcerttest.Leaf
+	}{{idsTLS13, ecLeaf}, {idsRSAOnly, rsaLeaf}} {
+		cfg := tc.client.Clone()
+		cfg.NextProtos = []string{"h2"}
+		for _, host := range []string{"127.0.0.1", "localhost"} {
+			r := connect(t, srv, idsClient(cfg, ca, ""), host)
+			if !r.ok {
+				t.Fatalf("%s: %v", host, r)
+			}
+			if got := r.clientState.PeerCertificates[0].SerialNumber; got.Cmp(tc.want.Cert.SerialNumber) != 0 {
+				t.Fatalf("%s: served %x, want %x", host, got, tc.want.Cert.SerialNumber)
+			}
+			if p := r.clientState.NegotiatedProtocol; p != "h2" {
+				t.Fatalf("%s: negotiated ALPN %q, want h2", host, p)
+			}
+		}
 	}
 }
 
