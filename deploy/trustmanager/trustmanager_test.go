@@ -3,6 +3,7 @@ package trustmanager
 import (
 	"context"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +27,7 @@ import (
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/deploy/internal/process"
 	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/metrics"
 	"github.com/hotcert/hotcert/source/kube"
 	"github.com/hotcert/hotcert/tlsconfig"
 )
@@ -62,7 +65,12 @@ func TestCARotationWithTrustManager(t *testing.T) {
 
 	// The agent reads the ConfigMap trust-manager writes.
 	src := kube.NewConfigMap(env.Clientset(), agentNS, bundleName, kube.WithCAKey(bundleKey))
-	agent, err := hotcert.New(ctx, src, hotcert.WithComponent("agent"))
+	reg := prometheus.NewRegistry()
+	rec, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := hotcert.New(ctx, src, hotcert.WithComponent("agent"), hotcert.WithObserver(rec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,6 +122,11 @@ func TestCARotationWithTrustManager(t *testing.T) {
 			t.Fatalf("%s: the agent trusts %v, the Bundle says %v: %v", step, agent.Current().TrustFingerprints(), want, err)
 		}
 		dial()
+		// What the agent exports for rotation readiness (and the
+		// rotation alerts) is what it trusts.
+		if got := exportedCAs(t, reg); !equalSets(got, want) {
+			t.Fatalf("%s: the agent exports hotcert_tls_ca_certificate_info for %v, the Bundle says %v", step, got, want)
+		}
 	}
 	trusts("before the rotation", oldCA)
 
@@ -314,6 +327,35 @@ func waitConfigMap(t *testing.T, ns string, cas ...*hotcerttest.CA) {
 	}); err != nil {
 		t.Fatalf("trust-manager's ConfigMap %s/%s holds %v, want %v: %v", ns, bundleName, got, want, err)
 	}
+}
+
+// exportedCAs returns the fingerprints of the agent's
+// hotcert_tls_ca_certificate_info series.
+func exportedCAs(t *testing.T, reg *prometheus.Registry) []hotcert.Fingerprint {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []hotcert.Fingerprint
+	for _, mf := range mfs {
+		if mf.GetName() != "hotcert_tls_ca_certificate_info" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() != "sha256" {
+					continue
+				}
+				raw, err := hex.DecodeString(l.GetValue())
+				if err != nil || len(raw) != 32 {
+					t.Fatalf("sha256 label %q", l.GetValue())
+				}
+				out = append(out, hotcert.Fingerprint(raw))
+			}
+		}
+	}
+	return out
 }
 
 func fingerprints(cas ...*hotcerttest.CA) []hotcert.Fingerprint {
