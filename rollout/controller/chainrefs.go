@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/hotcert/hotcert/rollout"
-	"github.com/hotcert/hotcert/rollout/chain"
+	"github.com/hotcert/hotcert/rollout/internal/referencerules"
 )
 
 // chainRefs adds to refs, the pod spec's references of a workload of namespace
@@ -22,7 +22,7 @@ import (
 // who can read them, and guessable for low-entropy values. With a hash key
 // (--hash-key-file) the digests are HMACs and reveal only when a value
 // changed.
-func (r *reconciler) chainRefs(ns string, refs rollout.Refs, cons *chain.Consumption) (rollout.Refs, []rollout.Problem) {
+func (r *reconciler) chainRefs(ns string, refs rollout.Refs, cons *referencerules.Consumption) (rollout.Refs, []rollout.Problem) {
 	problems := slices.Clone(cons.Missing)
 	var foreign rollout.Refs
 	for _, other := range slices.Sorted(maps.Keys(cons.Refs)) {
@@ -50,7 +50,7 @@ func (r *reconciler) chainRefs(ns string, refs rollout.Refs, cons *chain.Consump
 			foreign = append(foreign, ref)
 		}
 	}
-	return chain.MergeRefs(chain.MergeRefs(refs, cons.Refs[ns]), foreign), problems
+	return referencerules.MergeRefs(referencerules.MergeRefs(refs, cons.Refs[ns]), foreign), problems
 }
 
 func firstUse(ref rollout.Ref) string {

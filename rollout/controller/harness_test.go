@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 	}
 	ctrl.SetLogger(logr.Discard())
 	// kagent-shaped CRDs and the ReferenceRule CRD, for the chain tests.
-	kubetest.Main(m, &env, kubetest.WithControllerManager(), kubetest.WithCRDPaths("../chain/testdata/crds.yaml", "../api/v1alpha1/crd"))
+	kubetest.Main(m, &env, kubetest.WithControllerManager(), kubetest.WithCRDPaths("../internal/referencerules/testdata/crds.yaml", "../api/v1alpha1/crd"))
 }
 
 // pollTimeout bounds every wait for the cluster to converge.

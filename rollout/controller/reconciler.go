@@ -17,9 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/hotcert/hotcert/rollout"
-	"github.com/hotcert/hotcert/rollout/chain"
 	"github.com/hotcert/hotcert/rollout/internal/budget"
 	"github.com/hotcert/hotcert/rollout/internal/progress"
+	"github.com/hotcert/hotcert/rollout/internal/referencerules"
 	"github.com/hotcert/hotcert/rollout/internal/state"
 )
 
@@ -38,7 +38,7 @@ type reconciler struct {
 	hashOpts []rollout.HashOption
 	// live follows ReferenceRules (nil when off); namespaces are the ones the
 	// controller watches (empty: all).
-	live       *chain.Live
+	live       *referencerules.Live
 	namespaces []string
 
 	mu           sync.Mutex
@@ -190,7 +190,7 @@ func wrapStep(step string, w *workload, err error) error {
 // load reads the workload req names. It returns nil when the workload is gone
 // or not managed (neither opted in nor reached by a ReferenceRule's chain),
 // after forgetting it and removing the state it records.
-func (r *reconciler) load(ctx context.Context, req reconcile.Request) (*workload, *chain.Consumption, error) {
+func (r *reconciler) load(ctx context.Context, req reconcile.Request) (*workload, *referencerules.Consumption, error) {
 	obj := r.kind.newObj()
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -200,7 +200,7 @@ func (r *reconciler) load(ctx context.Context, req reconcile.Request) (*workload
 		return nil, nil, fmt.Errorf("reading %s %s: %w", r.kind.name, req.NamespacedName, err)
 	}
 	key := workloadKey(r.kind.name, obj)
-	var cons *chain.Consumption
+	var cons *referencerules.Consumption
 	if r.live != nil {
 		var err error
 		if cons, err = r.live.Consumed(r.kind.name, obj.GetNamespace(), obj.GetName()); err != nil {
@@ -238,7 +238,7 @@ func (r *reconciler) load(ctx context.Context, req reconcile.Request) (*workload
 
 // resolve computes what w consumes (its pod spec, and the chains that reach
 // it) and reads its recorded state and annotations.
-func (r *reconciler) resolve(ctx context.Context, w *workload, cons *chain.Consumption) error {
+func (r *reconciler) resolve(ctx context.Context, w *workload, cons *referencerules.Consumption) error {
 	obj := w.obj
 	w.refs = rollout.PodSpecRefs(&rollout.PodTemplate(obj).Spec)
 	if cons != nil {

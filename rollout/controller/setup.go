@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/hotcert/hotcert/rollout"
-	"github.com/hotcert/hotcert/rollout/chain"
 	"github.com/hotcert/hotcert/rollout/internal/budget"
+	"github.com/hotcert/hotcert/rollout/internal/referencerules"
 	"github.com/hotcert/hotcert/rollout/internal/state"
 )
 
@@ -39,8 +39,8 @@ type Controller struct {
 	recs        []*reconciler
 	namespaces  []string
 	cacheReader atomic.Pointer[client.Reader]
-	live        *chain.Live    // nil unless Options.ReferenceRules
-	webhook     *webhookServer // nil unless Options.Webhook.Addr
+	live        *referencerules.Live // nil unless Options.ReferenceRules
+	webhook     *webhookServer       // nil unless Options.Webhook.Addr
 }
 
 // New returns a rollout controller with options o (zero fields take their
@@ -186,20 +186,20 @@ func (c *Controller) setupReferenceRules(mgr manager.Manager) error {
 	if err != nil {
 		return fmt.Errorf("rollout: ReferenceRules: %w", err)
 	}
-	opts := []chain.LiveOption{chain.WithLogger(mgr.GetLogger().WithName("referencerules"))}
+	opts := []referencerules.LiveOption{referencerules.WithLogger(mgr.GetLogger().WithName("referencerules"))}
 	ns := ""
 	switch {
 	case len(c.namespaces) == 1:
 		ns = c.namespaces[0]
 	case len(c.namespaces) > 1:
-		opts = append(opts, chain.WithNamespaces(c.namespaces...))
+		opts = append(opts, referencerules.WithNamespaces(c.namespaces...))
 	}
-	c.live = chain.NewLive(dyn, mgr.GetRESTMapper(), ns, opts...)
+	c.live = referencerules.NewLive(dyn, mgr.GetRESTMapper(), ns, opts...)
 	if err := mgr.Add(c.live); err != nil {
 		return err
 	}
 	// The rules' Ready condition, written by the leader.
-	return mgr.Add(chain.NewStatusWriter(dyn, c.live, mgr.GetLogger().WithName("referencerules")))
+	return mgr.Add(referencerules.NewStatusWriter(dyn, c.live, mgr.GetLogger().WithName("referencerules")))
 }
 
 // chained reports whether a ReferenceRule's chain reaches the workload obj of

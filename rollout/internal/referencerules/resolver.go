@@ -1,4 +1,4 @@
-package chain
+package referencerules
 
 import (
 	"context"
@@ -88,7 +88,7 @@ func NewResolver(dyn dynamic.Interface, mapper meta.RESTMapper, g *Graph, namesp
 	for _, gvk := range g.gvks {
 		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
-			return nil, fmt.Errorf("chain: %s: %w", gvk, err)
+			return nil, fmt.Errorf("referencerules: %s: %w", gvk, err)
 		}
 		inf := r.factory.ForResource(m.Resource).Informer()
 		n := g.kinds[gvk.GroupKind()]
@@ -163,7 +163,7 @@ func (e *UnsyncedError) Error() string {
 	for i, r := range e.Resources {
 		names[i] = r.Resource + "." + r.Group
 	}
-	return fmt.Sprintf("chain: the informers of %s did not sync: may the controller list and watch them (RBAC)?", strings.Join(names, ", "))
+	return fmt.Sprintf("referencerules: the informers of %s did not sync: may the controller list and watch them (RBAC)?", strings.Join(names, ", "))
 }
 
 // Shutdown stops the informers and waits until they have stopped.

@@ -1,4 +1,4 @@
-package chain
+package referencerules
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ func parsePath(p string) ([]segment, error) {
 		return nil, nil
 	}
 	if !pathRE.MatchString(p) {
-		return nil, fmt.Errorf("chain: path %q: want dot-separated field names, each optionally followed by []", p)
+		return nil, fmt.Errorf("referencerules: path %q: want dot-separated field names, each optionally followed by []", p)
 	}
 	var out []segment
 	for _, f := range strings.Split(p, ".") {

@@ -1,4 +1,4 @@
-package chain_test
+package referencerules_test
 
 import (
 	"bytes"
@@ -32,7 +32,7 @@ import (
 	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/rollout"
 	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
-	"github.com/hotcert/hotcert/rollout/chain"
+	"github.com/hotcert/hotcert/rollout/internal/referencerules"
 )
 
 // Live follows ReferenceRules as they are created and deleted, keeps the last
@@ -43,7 +43,7 @@ func TestLiveFollowsReferenceRules(t *testing.T) {
 	live := f.live(env.Config())
 	var mu sync.Mutex
 	notified := map[string]bool{}
-	live.OnChange(func(ws []chain.WorkloadRef) {
+	live.OnChange(func(ws []referencerules.WorkloadRef) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, w := range ws {
@@ -51,10 +51,10 @@ func TestLiveFollowsReferenceRules(t *testing.T) {
 		}
 	})
 	var attempts atomic.Int32
-	live.OnRules(func([]chain.RuleState) { attempts.Add(1) })
+	live.OnRules(func([]referencerules.RuleState) { attempts.Add(1) })
 	f.run(live)
 
-	rulesAPI := f.dyn.Resource(chain.ReferenceRules)
+	rulesAPI := f.dyn.Resource(referencerules.ReferenceRules)
 	create, ready := f.createRule, f.ready
 	want := func(what string, secret string, names ...string) {
 		t.Helper()
@@ -168,7 +168,7 @@ func TestMergeRefs(t *testing.T) {
 		{Kind: rollout.KindConfigMap, Name: "cfg", All: true},
 		{Kind: rollout.KindSecret, Name: "ca", Keys: []rollout.KeyRef{{Key: "ca.crt"}, {Key: "b.crt"}}, Uses: []string{"Agent a → ModelConfig m"}},
 	}
-	got := chain.MergeRefs(a, b)
+	got := referencerules.MergeRefs(a, b)
 	want := rollout.Refs{
 		{Kind: rollout.KindConfigMap, Name: "cfg", All: true},
 		{Kind: rollout.KindSecret, Name: "ca", Keys: []rollout.KeyRef{{Key: "b.crt"}, {Key: "ca.crt"}}, Uses: []string{"volume ca", "Agent a → ModelConfig m"}},
@@ -182,7 +182,7 @@ func TestMergeRefs(t *testing.T) {
 // has not granted it yet) sets that rule aside, with its status saying so,
 // and follows the others.
 func TestRulesWhoseKindsCannotBeListedAreSetAside(t *testing.T) {
-	defer chain.SetResolverSyncTimeout(2 * time.Second)()
+	defer referencerules.SetResolverSyncTimeout(2 * time.Second)()
 	f := newSerialFixture(t)
 	f.kagent()
 	for _, r := range rules()[:3] {
@@ -214,7 +214,7 @@ func TestRulesWhoseKindsCannotBeListedAreSetAside(t *testing.T) {
 
 // live returns a Live (and the StatusWriter f.run starts with it) acting
 // with cfg's identity, informing in f's namespace.
-func (f *fixture) live(cfg *rest.Config) *chain.Live {
+func (f *fixture) live(cfg *rest.Config) *referencerules.Live {
 	f.t.Helper()
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
@@ -228,13 +228,13 @@ func (f *fixture) live(cfg *rest.Config) *chain.Live {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	l := chain.NewLive(dyn, mapper, f.ns)
-	f.status = chain.NewStatusWriter(dyn, l, logr.Discard())
+	l := referencerules.NewLive(dyn, mapper, f.ns)
+	f.status = referencerules.NewStatusWriter(dyn, l, logr.Discard())
 	return l
 }
 
 // run starts live and its StatusWriter until the test ends.
-func (f *fixture) run(live *chain.Live) {
+func (f *fixture) run(live *referencerules.Live) {
 	ctx, cancel := context.WithCancel(f.ctx)
 	done := make(chan error, 2)
 	go func() { done <- live.Start(ctx) }()
@@ -258,7 +258,7 @@ func (f *fixture) createRule(r v1alpha1.ReferenceRule) {
 	}
 	u := &unstructured.Unstructured{Object: obj}
 	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ReferenceRule"))
-	rules := f.dyn.Resource(chain.ReferenceRules)
+	rules := f.dyn.Resource(referencerules.ReferenceRules)
 	if _, err := rules.Create(f.ctx, u, metav1.CreateOptions{}); err != nil {
 		f.t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func (f *fixture) ready(status metav1.ConditionStatus, msg string, names ...stri
 	f.t.Helper()
 	f.eventually("Ready "+string(status), func() string {
 		for _, n := range names {
-			u, err := f.dyn.Resource(chain.ReferenceRules).Get(f.ctx, n, metav1.GetOptions{})
+			u, err := f.dyn.Resource(referencerules.ReferenceRules).Get(f.ctx, n, metav1.GetOptions{})
 			if err != nil {
 				return err.Error()
 			}
@@ -293,7 +293,7 @@ func (f *fixture) ready(status metav1.ConditionStatus, msg string, names ...stri
 // request per interval instead of an informer retrying a list, and picks the
 // CRD up when it is installed: the rules then apply. It stops cleanly.
 func TestLiveWithoutTheCRD(t *testing.T) {
-	defer chain.SetCRDPollInterval(200 * time.Millisecond)()
+	defer referencerules.SetCRDPollInterval(200 * time.Millisecond)()
 	bare := kubetest.Start(t) // a control plane of its own: no CRD installed
 	cfg := rest.CopyConfig(bare.Config())
 	var discovery, rulesRequests atomic.Int32
@@ -317,10 +317,10 @@ func TestLiveWithoutTheCRD(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs testutil.LogBuffer
-	live := chain.NewLive(dynamic.NewForConfigOrDie(cfg), mapper, "",
-		chain.WithLogger(logr.FromSlogHandler(slog.NewJSONHandler(&logs, nil))))
+	live := referencerules.NewLive(dynamic.NewForConfigOrDie(cfg), mapper, "",
+		referencerules.WithLogger(logr.FromSlogHandler(slog.NewJSONHandler(&logs, nil))))
 	var applied atomic.Bool
-	live.OnRules(func(rs []chain.RuleState) {
+	live.OnRules(func(rs []referencerules.RuleState) {
 		for _, r := range rs {
 			if r.Name == "kagent-agent" && r.Err == nil {
 				applied.Store(true)
@@ -348,10 +348,10 @@ func TestLiveWithoutTheCRD(t *testing.T) {
 	}
 
 	// Installed later: the rules apply.
-	for _, path := range []string{"../api/v1alpha1/crd/hotcert.dev_referencerules.yaml", "testdata/crds.yaml"} {
+	for _, path := range []string{"../../api/v1alpha1/crd/hotcert.dev_referencerules.yaml", "testdata/crds.yaml"} {
 		installCRDs(t, bare, path)
 	}
-	rulesAPI := dynamic.NewForConfigOrDie(bare.Config()).Resource(chain.ReferenceRules)
+	rulesAPI := dynamic.NewForConfigOrDie(bare.Config()).Resource(referencerules.ReferenceRules)
 	for _, r := range rules()[:2] {
 		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&r)
 		if err != nil {

@@ -1,4 +1,4 @@
-package chain
+package referencerules
 
 import (
 	"fmt"
@@ -77,11 +77,11 @@ func Compile(rules []v1alpha1.ReferenceRule) (*Graph, error) {
 	for _, rule := range rules {
 		s := rule.Spec
 		if s.Target.Kind == "" || s.Target.Version == "" {
-			return nil, fmt.Errorf("chain: rule %s: target needs a version and a kind", rule.Name)
+			return nil, fmt.Errorf("referencerules: rule %s: target needs a version and a kind", rule.Name)
 		}
 		n := node(s.Target)
 		if n.fromRul != "" {
-			return nil, fmt.Errorf("chain: rules %s and %s are both about %s", n.fromRul, rule.Name, n.gvk.GroupKind())
+			return nil, fmt.Errorf("referencerules: rules %s and %s are both about %s", n.fromRul, rule.Name, n.gvk.GroupKind())
 		}
 		n.fromRul = rule.Name
 		n.gvk = s.Target.GVK()
@@ -89,13 +89,13 @@ func Compile(rules []v1alpha1.ReferenceRule) (*Graph, error) {
 			for _, d := range refs {
 				name, err := compileField(rule.Name, d.Name)
 				if err != nil {
-					return nil, fmt.Errorf("chain: %w", err)
+					return nil, fmt.Errorf("referencerules: %w", err)
 				}
 				ref := dataRef{kind: kind, name: name, optional: d.Optional}
 				if d.Key != nil {
 					k, err := compileField(rule.Name, *d.Key)
 					if err != nil {
-						return nil, fmt.Errorf("chain: %w", err)
+						return nil, fmt.Errorf("referencerules: %w", err)
 					}
 					ref.key = &k
 				}
@@ -105,10 +105,10 @@ func Compile(rules []v1alpha1.ReferenceRule) (*Graph, error) {
 		for _, by := range s.ReferencedBy {
 			name, err := compileField(rule.Name, by.Name)
 			if err != nil {
-				return nil, fmt.Errorf("chain: %w", err)
+				return nil, fmt.Errorf("referencerules: %w", err)
 			}
 			if by.Target.GVK().GroupKind() == n.gvk.GroupKind() {
-				return nil, fmt.Errorf("chain: rule %s: referencedBy names the target itself", rule.Name)
+				return nil, fmt.Errorf("referencerules: rule %s: referencedBy names the target itself", rule.Name)
 			}
 			from := node(by.Target)
 			from.names = append(from.names, nameRef{target: n.gvk.GroupKind(), name: name, namespaced: by.Format == v1alpha1.FormatNamespacedName})
@@ -122,7 +122,7 @@ func Compile(rules []v1alpha1.ReferenceRule) (*Graph, error) {
 				}
 			}
 			if set != 1 {
-				return nil, fmt.Errorf("chain: rule %s: workloads needs exactly one of ownerReferences, selector or name", rule.Name)
+				return nil, fmt.Errorf("referencerules: rule %s: workloads needs exactly one of ownerReferences, selector or name", rule.Name)
 			}
 			kinds := w.Kinds
 			if len(kinds) == 0 {
@@ -130,7 +130,7 @@ func Compile(rules []v1alpha1.ReferenceRule) (*Graph, error) {
 			}
 			for _, k := range kinds {
 				if !slices.Contains(WorkloadKinds, k) {
-					return nil, fmt.Errorf("chain: rule %s: workload kind %s is not one of %s", rule.Name, k, strings.Join(WorkloadKinds, ", "))
+					return nil, fmt.Errorf("referencerules: rule %s: workload kind %s is not one of %s", rule.Name, k, strings.Join(WorkloadKinds, ", "))
 				}
 			}
 			n.work = &workloads{kinds: kinds, owner: w.OwnerReferences != nil, selector: w.Selector, name: w.Name}

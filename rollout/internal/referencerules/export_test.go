@@ -1,4 +1,4 @@
-package chain
+package referencerules
 
 import "time"
 

@@ -1,4 +1,4 @@
-package chain
+package referencerules
 
 import (
 	"context"
@@ -306,7 +306,7 @@ func (l *Live) rebuild(ctx context.Context, objs []any) (bad map[string]error, e
 		}
 		var r v1alpha1.ReferenceRule
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r); err != nil {
-			bad[u.GetName()] = fmt.Errorf("chain: ReferenceRule %s: %w", u.GetName(), err)
+			bad[u.GetName()] = fmt.Errorf("referencerules: ReferenceRule %s: %w", u.GetName(), err)
 			continue
 		}
 		rules = append(rules, r)
@@ -367,7 +367,7 @@ func (l *Live) start(ctx context.Context, rules []v1alpha1.ReferenceRule) (_ *Re
 		var kept []v1alpha1.ReferenceRule
 		for _, rule := range rules {
 			if res := l.blocked(rule, unsynced.Resources); res != "" {
-				stuck[rule.Name] = fmt.Errorf("chain: rule %s: the informer of %s did not sync: may the controller list and watch it (RBAC)?", rule.Name, res)
+				stuck[rule.Name] = fmt.Errorf("referencerules: rule %s: the informer of %s did not sync: may the controller list and watch it (RBAC)?", rule.Name, res)
 				continue
 			}
 			kept = append(kept, rule)
@@ -421,13 +421,13 @@ func (l *Live) sortOut(rules []v1alpha1.ReferenceRule, bad map[string]error) []v
 		}
 		target := r.Spec.Target.GVK().GroupKind()
 		if o, taken := owner[target]; taken {
-			bad[r.Name] = fmt.Errorf("chain: rules %s and %s are both about %s: %s, the older, is used", o, r.Name, target, o)
+			bad[r.Name] = fmt.Errorf("referencerules: rules %s and %s are both about %s: %s, the older, is used", o, r.Name, target, o)
 			continue
 		}
 		var unserved error
 		for _, gvk := range g.Kinds() {
 			if _, err := l.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
-				unserved = fmt.Errorf("chain: rule %s: %s is not served: %w", r.Name, gvk, err)
+				unserved = fmt.Errorf("referencerules: rule %s: %s is not served: %w", r.Name, gvk, err)
 				break
 			}
 		}
@@ -457,7 +457,7 @@ func setAside(bad map[string]error) error {
 	for _, name := range slices.Sorted(maps.Keys(bad)) {
 		errs = append(errs, bad[name])
 	}
-	return fmt.Errorf("chain: %d ReferenceRule(s) set aside, the others are in use: %w", len(bad), errors.Join(errs...))
+	return fmt.Errorf("referencerules: %d ReferenceRule(s) set aside, the others are in use: %w", len(bad), errors.Join(errs...))
 }
 
 // Workloads returns every workload the graph's objects run.
@@ -503,7 +503,7 @@ func (l *Live) MapData(data rollout.Kind, workloadKind string) handler.MapFunc {
 func (l *Live) Source(workloadKind string) source.Source {
 	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		if ctx.Err() != nil {
-			return errors.New("chain: source started after its context ended")
+			return errors.New("referencerules: source started after its context ended")
 		}
 		l.OnChange(func(ws []WorkloadRef) {
 			for _, req := range l.requests(ws, workloadKind) {

@@ -1,4 +1,4 @@
-package chain_test
+package referencerules_test
 
 import (
 	"context"
@@ -24,13 +24,13 @@ import (
 	"github.com/hotcert/hotcert/internal/kubetest"
 	"github.com/hotcert/hotcert/rollout"
 	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
-	"github.com/hotcert/hotcert/rollout/chain"
+	"github.com/hotcert/hotcert/rollout/internal/referencerules"
 )
 
 var env *kubetest.Env
 
 func TestMain(m *testing.M) {
-	kubetest.Main(m, &env, kubetest.WithCRDPaths("testdata/crds.yaml", "../api/v1alpha1/crd"))
+	kubetest.Main(m, &env, kubetest.WithCRDPaths("testdata/crds.yaml", "../../api/v1alpha1/crd"))
 }
 
 var (
@@ -78,9 +78,9 @@ type fixture struct {
 	ns  string
 	dyn dynamic.Interface
 	c   client.Client
-	r   *chain.Resolver
+	r   *referencerules.Resolver
 	// status is the StatusWriter of the Live f.live made.
-	status *chain.StatusWriter
+	status *referencerules.StatusWriter
 
 	mu      sync.Mutex
 	changed map[string]int
@@ -97,7 +97,7 @@ func newSerialFixture(t *testing.T) *fixture {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	f := &fixture{t: t, ctx: ctx, ns: env.NewNamespace(t), dyn: dynamic.NewForConfigOrDie(env.Config()), c: env.Client(), changed: map[string]int{}}
-	g, err := chain.Compile(rules())
+	g, err := referencerules.Compile(rules())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,11 +109,11 @@ func newSerialFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.r, err = chain.NewResolver(f.dyn, mapper, g, f.ns)
+	f.r, err = referencerules.NewResolver(f.dyn, mapper, g, f.ns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.r.OnChange(func(ws []chain.WorkloadRef) {
+	f.r.OnChange(func(ws []referencerules.WorkloadRef) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		for _, w := range ws {
@@ -180,7 +180,7 @@ func (f *fixture) eventually(what string, cond func() string) {
 	f.t.Fatalf("%s: %s", what, last)
 }
 
-func names(ws []chain.WorkloadRef) []string {
+func names(ws []referencerules.WorkloadRef) []string {
 	out := []string{}
 	for _, w := range ws {
 		out = append(out, w.Kind+"/"+w.Name)
@@ -202,7 +202,7 @@ func (f *fixture) wantWorkloads(secret string, want ...string) {
 }
 
 // refsString renders a workload's consumed refs compactly: "Secret/ca-a[ca.crt]".
-func refsString(c *chain.Consumption, ns string) []string {
+func refsString(c *referencerules.Consumption, ns string) []string {
 	out := []string{}
 	if c == nil {
 		return out
@@ -220,12 +220,12 @@ func refsString(c *chain.Consumption, ns string) []string {
 	return out
 }
 
-func (f *fixture) wantConsumed(deployment string, want ...string) *chain.Consumption {
+func (f *fixture) wantConsumed(deployment string, want ...string) *referencerules.Consumption {
 	f.t.Helper()
 	if want == nil {
 		want = []string{}
 	}
-	var c *chain.Consumption
+	var c *referencerules.Consumption
 	f.eventually("consumption of Deployment "+deployment, func() string {
 		var err error
 		c, err = f.r.Consumed("Deployment", f.ns, deployment)

@@ -1,4 +1,4 @@
-package chain
+package referencerules
 
 import (
 	"encoding/json"
@@ -17,7 +17,7 @@ func FuzzParsePath(f *testing.F) {
 	f.Fuzz(func(t *testing.T, p string) {
 		segs, err := parsePath(p)
 		if err != nil {
-			if !strings.Contains(err.Error(), "chain: path") {
+			if !strings.Contains(err.Error(), "referencerules: path") {
 				t.Fatalf("error %q does not name the path", err)
 			}
 			return
