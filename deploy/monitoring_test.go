@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -62,6 +63,12 @@ func TestMonitoringManifests(t *testing.T) {
 			dep := convert[appsv1.Deployment](t, find(objs, "Deployment", ""))
 			checkServiceMonitor(t, objs, sm, dep)
 		})
+	}
+	if _, err := helmTemplateErr(t, "hotcert", "monitoring", map[string]any{
+		"metrics":    map[string]any{"service": map[string]any{"enabled": false}},
+		"monitoring": map[string]any{"serviceMonitor": map[string]any{"enabled": true}},
+	}); err == nil || !strings.Contains(err.Error(), "needs metrics.service.enabled") {
+		t.Errorf("a ServiceMonitor without the metrics Service rendered, or failed with %v", err)
 	}
 	for name, objs := range map[string][]*unstructured.Unstructured{
 		"chart defaults": helmTemplate(t, "hotcert", "monitoring", nil),
