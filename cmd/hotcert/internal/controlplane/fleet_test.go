@@ -1,62 +1,16 @@
 package controlplane_test
 
 import (
-	"context"
-	"crypto/tls"
 	"encoding/json"
 	"net/http/httptest"
 	"testing"
-	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 
 	"github.com/hotcert/hotcert"
-	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc/agentrpctest"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
 	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/internal/testutil"
 )
-
-// startLegacyAgent holds a stream the way an agent of an older release does: a
-// register and heartbeats without a trust report (it read its bundle at start).
-func startLegacyAgent(t *testing.T, r *replica, id string, ca *hotcerttest.CA) {
-	t.Helper()
-	creds := credentials.NewTLS(&tls.Config{RootCAs: hotcerttest.Pool(ca), ServerName: "localhost", MinVersion: tls.VersionTLS12})
-	cc, err := grpc.NewClient("passthrough:///"+r.addr, grpc.WithTransportCredentials(creds))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done; cc.Close() })
-	stream, err := cc.NewStream(ctx, &agentrpc.StreamDesc, agentrpc.ConnectMethod)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := agentrpc.Send(stream, agentrpc.Message{Type: agentrpc.TypeRegister, AgentID: id}); err != nil {
-		t.Fatal(err)
-	}
-	if m, err := agentrpc.Recv(stream); err != nil || m.Type != agentrpc.TypeRegistered {
-		t.Fatalf("legacy agent %s: %+v, %v", id, m, err)
-	}
-	go func() {
-		defer close(done)
-		for seq := uint64(1); ; seq++ {
-			if agentrpc.Send(stream, agentrpc.Message{Type: agentrpc.TypeHeartbeat, Seq: seq}) != nil {
-				return
-			}
-			if _, err := agentrpc.Recv(stream); err != nil {
-				return
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}()
-}
 
 // TestFleetViewCountsAgentsPerCA: each replica counts, per CA fingerprint, the
 // connected agents that trust it, names what each agent trusts, shows an agent of
@@ -69,7 +23,7 @@ func TestFleetViewCountsAgentsPerCA(t *testing.T) {
 	replicas := []*replica{startReplica(t, "cp-0", leaf), startReplica(t, "cp-1", leaf)}
 	vol := newCAVolume(t, oldCA)
 	agents := startAgents(t, 6, replicas, vol)
-	startLegacyAgent(t, replicas[0], "legacy-0", oldCA)
+	agentrpctest.StartLegacyAgent(t, replicas[0].addr, "localhost", "legacy-0", hotcerttest.Pool(oldCA))
 	oldFP, newFP := hotcert.FingerprintOf(oldCA.Cert).String(), hotcert.FingerprintOf(newCA.Cert).String()
 
 	fleet := func(r *replica) controlplane.Fleet { return r.srv.Fleet() }

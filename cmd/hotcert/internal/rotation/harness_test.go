@@ -2,7 +2,6 @@ package rotation_test
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,12 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/agent"
-	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc/agentrpctest"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/rotation"
 	"github.com/hotcert/hotcert/hotcerttest"
@@ -122,7 +118,7 @@ func startAgents(t *testing.T, prefix string, n int, replicas []*replica, ca *vo
 		a, err := agent.New(agent.Config{
 			ID: fmt.Sprintf("%s-%02d", prefix, i), Server: replicas[i%len(replicas)].addr, ServerName: "localhost",
 			CAFile: ca.path(), Logger: discard,
-			HeartbeatInterval: 20 * time.Millisecond, HeartbeatTimeout: 10 * time.Second, ConnectTimeout: 10 * time.Second,
+			HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 10 * time.Second, ConnectTimeout: 10 * time.Second,
 			MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, ReconnectJitter: 20 * time.Millisecond,
 		})
 		if err != nil {
@@ -149,57 +145,22 @@ func startAgents(t *testing.T, prefix string, n int, replicas []*replica, ca *vo
 	return out
 }
 
-// startLegacyAgent holds a stream as an agent of an older release does: register
-// and heartbeats without a trust report (it read its bundle once, at start). The
-// returned function stops it and waits until the replica has let it go.
+// startLegacyAgent connects an agent of an older release (no trust report) to r.
+// The returned function stops it and waits until the replica has let it go.
 func startLegacyAgent(t *testing.T, r *replica, id string, ca *hotcerttest.CA) (stop func()) {
 	t.Helper()
-	creds := credentials.NewTLS(&tls.Config{RootCAs: hotcerttest.Pool(ca), ServerName: "localhost", MinVersion: tls.VersionTLS12})
-	cc, err := grpc.NewClient("passthrough:///"+r.addr, grpc.WithTransportCredentials(creds))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stream, err := cc.NewStream(ctx, &agentrpc.StreamDesc, agentrpc.ConnectMethod)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := agentrpc.Send(stream, agentrpc.Message{Type: agentrpc.TypeRegister, AgentID: id}); err != nil {
-		t.Fatal(err)
-	}
-	if m, err := agentrpc.Recv(stream); err != nil || m.Type != agentrpc.TypeRegistered {
-		t.Fatalf("legacy agent %s: %+v, %v", id, m, err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for seq := uint64(1); ctx.Err() == nil; seq++ {
-			if agentrpc.Send(stream, agentrpc.Message{Type: agentrpc.TypeHeartbeat, Seq: seq}) != nil {
-				return
-			}
-			if _, err := agentrpc.Recv(stream); err != nil {
-				return
-			}
-		}
-	}()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			<-done
-			cc.Close()
-			testutil.WaitFor(t, r.name+" to let "+id+" go", func() bool {
-				for _, a := range r.srv.Fleet().AgentList {
-					if a.ID == id {
-						return false
-					}
+	stopStream := agentrpctest.StartLegacyAgent(t, r.addr, "localhost", id, hotcerttest.Pool(ca))
+	return func() {
+		stopStream()
+		testutil.WaitFor(t, r.name+" to let "+id+" go", func() bool {
+			for _, a := range r.srv.Fleet().AgentList {
+				if a.ID == id {
+					return false
 				}
-				return true
-			})
+			}
+			return true
 		})
 	}
-	t.Cleanup(stop)
-	return stop
 }
 
 // trusting counts the agents of the replicas' fleet views that trust ca.
