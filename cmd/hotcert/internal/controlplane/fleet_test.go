@@ -3,13 +3,16 @@ package controlplane_test
 import (
 	"encoding/json"
 	"net/http/httptest"
+	"path/filepath"
 	"testing"
 
 	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agent"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc/agentrpctest"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
 	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/internal/testutil"
+	"github.com/hotcert/hotcert/source/file"
 )
 
 // TestFleetViewCountsAgentsPerCA: each replica counts, per CA fingerprint, the
@@ -92,5 +95,34 @@ func TestFleetViewCountsAgentsPerCA(t *testing.T) {
 	ast := agents[0].Status()
 	if len(ast.Held.CAs) != 2 || ast.Held.CAs[0].SHA256 != newFP || ast.Held.Generation != 2 {
 		t.Fatalf("agent status held: %+v", ast.Held)
+	}
+}
+
+// TestFleetViewNamesTheAgentsClientCertificate: under mTLS, the fleet view says
+// which client leaf each agent presents, and the client CA bundle the replica holds.
+func TestFleetViewNamesTheAgentsClientCertificate(t *testing.T) {
+	serverCA, agentCA := hotcerttest.MustNewCA(), hotcerttest.MustNewCA(hotcerttest.WithCommonName("agents-2026"))
+	clientCAs := newCAVolume(t, agentCA)
+	r := startReplica(t, "cp-0", serverCA.MustIssue(), func(c *controlplane.Config) {
+		src, err := file.New(file.WithCA(clientCAs.path()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.ClientCA = src
+	})
+	id := hotcerttest.MustNewAtomicWriter(filepath.Join(t.TempDir(), "agent-tls"))
+	leaf := agentCA.MustIssue(hotcerttest.WithCommonName("agent-00"))
+	id.MustWrite(map[string][]byte{"tls.crt": leaf.ChainPEM, "tls.key": leaf.KeyPEM})
+	startAgents(t, 1, []*replica{r}, newCAVolume(t, serverCA), func(c *agent.Config) {
+		c.CertFile, c.KeyFile = filepath.Join(id.Dir(), "tls.crt"), filepath.Join(id.Dir(), "tls.key")
+	})
+	f := r.srv.Fleet()
+	if len(f.AgentList) != 1 || f.AgentList[0].ClientCert == nil || f.AgentList[0].ClientCert.SHA256 != hotcert.FingerprintOf(leaf.Cert).String() ||
+		f.AgentList[0].ClientCert.Serial != hotcert.FormatSerial(leaf.Cert.SerialNumber) || f.AgentList[0].ClientCert.Issuer != agentCA.Cert.Subject.String() {
+		t.Fatalf("fleet agent under mTLS: %+v", f.AgentList)
+	}
+	st := r.srv.Status()
+	if st.ClientCAHeld == nil || len(st.ClientCAHeld.CAs) != 1 || st.ClientCAHeld.CAs[0].Subject != agentCA.Cert.Subject.String() {
+		t.Fatalf("client CA held: %+v", st.ClientCAHeld)
 	}
 }
