@@ -80,6 +80,16 @@ func TestRotationStatusStepByStep(t *testing.T) {
 		}
 	}
 
+	var text strings.Builder
+	if err := rotation.WriteText(&text, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{rep.Summary + "\n", "stragglers (add-new-ca):", "agent lagging-00 (on cp-1):  its bundle lacks CA-2026", "agent legacy-0 (on cp-0):"} {
+		if !strings.Contains(text.String(), want) {
+			t.Fatalf("text report lacks %q:\n%s", want, text.String())
+		}
+	}
+
 	// The laggard's volume catches up and the old-release agent is replaced: step 1 done.
 	lagVol.set(t, hotcerttest.BundlePEM(newCA, oldCA))
 	stopLegacy()
@@ -101,6 +111,14 @@ func TestRotationStatusStepByStep(t *testing.T) {
 	if !strings.HasPrefix(st.Why, "not safe to remove CA-2025: replica cp-1 still serves a leaf issued by CA-2025") ||
 		strings.Join(stragglers(rep), ", ") != "replica cp-1" || rep.Next != rotation.StepSwitchServerCert {
 		t.Fatalf("step 2 half-way: remove-old-ca %q, stragglers %v, next %q", st.Why, stragglers(rep), rep.Next)
+	}
+
+	// A leaf of the new CA that does not name the server name does not count.
+	replicas[1].serve(t, newCA.MustIssue(hotcerttest.WithDNSNames("cp.example.com"), hotcerttest.WithIPAddresses()))
+	rep = check(t, o)
+	requireStep(t, rep, rotation.StepSwitchServerCert, true, false)
+	if st, _ := rep.Step(rotation.StepSwitchServerCert); !strings.Contains(st.Why, "replica cp-1 serves a leaf issued by CA-2026 that does not name the server name") {
+		t.Fatalf("a leaf with the wrong name: %s", st.Why)
 	}
 
 	// Step 2 done: removing CA-2025 is safe; every agent still holding it is named.

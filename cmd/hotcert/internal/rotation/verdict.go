@@ -114,6 +114,8 @@ func judge(rep *Report, oldCAs, newCAs cas) {
 		switch {
 		case s == nil:
 			why = "cannot be inspected: " + r.ServeError
+		case s.IssuedByNew && !s.HostnameOK:
+			why = fmt.Sprintf("serves a leaf issued by %s that does not name the server name agents dial (serial %s; --server-name sets it)", newCAs.name, s.Serial)
 		case s.IssuedByNew:
 			serving++
 			continue
