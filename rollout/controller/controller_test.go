@@ -30,7 +30,7 @@ func TestRollsOnlyOnConsumedChange(t *testing.T) {
 	c := startController(t, ns, testOptions())
 
 	tmpl := podTemplate(t, ns, "app")
-	d := waitAdopted(t, ns, "app")
+	waitAdopted(t, ns, "app")
 	if got := podTemplate(t, ns, "app"); got != tmpl {
 		t.Fatalf("adoption touched the pod template:\n%s\n%s", tmpl, got)
 	}
@@ -76,7 +76,7 @@ func TestRollsOnlyOnConsumedChange(t *testing.T) {
 	ev := waitEvent(t, ns, "app", eventRolled, "Secret s key a changed")
 	t.Logf("event: %s", ev.Message)
 	holds(t, time.Second, "exactly one new ReplicaSet", func() (bool, error) { return replicaSets(t, ns, "app") == 2, nil })
-	d = getDeployment(t, ns, "app")
+	d := getDeployment(t, ns, "app")
 	if stamp := rollout.Stamped(&d.Spec.Template); stamp == "" || stamp != d.Annotations[rollout.AnnotationAppliedHash] {
 		t.Fatalf("stamp %q, applied hash %q", stamp, d.Annotations[rollout.AnnotationAppliedHash])
 	}
