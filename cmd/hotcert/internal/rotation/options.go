@@ -34,9 +34,9 @@ type Options struct {
 	HTTPClient *http.Client
 }
 
-// StatusURLFor derives the status endpoint of a replica from its gRPC address and
+// statusURLFor derives the status endpoint of a replica from its gRPC address and
 // the port its status endpoint listens on: http://HOST:PORT/healthz.
-func StatusURLFor(address, statusPort string) (string, error) {
+func statusURLFor(address, statusPort string) (string, error) {
 	host, _, err := net.SplitHostPort(address)
 	if err != nil {
 		return "", fmt.Errorf("replica %q: want host:port", address)
@@ -69,7 +69,7 @@ func (o *Options) check() error {
 }
 
 // ReplicasFrom pairs replica addresses with their status endpoints: statusURLs
-// given one per address, in order, or derived from statusPort (StatusURLFor).
+// given one per address, in order, or derived from statusPort (statusURLFor).
 func ReplicasFrom(addresses, statusURLs []string, statusPort string) ([]Replica, error) {
 	switch {
 	case len(addresses) == 0:
@@ -85,7 +85,7 @@ func ReplicasFrom(addresses, statusURLs []string, statusPort string) ([]Replica,
 	for i, a := range addresses {
 		r := Replica{Address: a}
 		if statusPort != "" {
-			u, err := StatusURLFor(a, statusPort)
+			u, err := statusURLFor(a, statusPort)
 			if err != nil {
 				return nil, fmt.Errorf("rotation: %w", err)
 			}

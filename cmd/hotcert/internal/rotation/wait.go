@@ -25,8 +25,8 @@ type WaitOptions struct {
 // become safe in time.
 var ErrNotSafe = errors.New("step not safe")
 
-// CheckStep reports whether name is a step.
-func CheckStep(name string) error {
+// checkStep reports whether name is a step.
+func checkStep(name string) error {
 	if !slices.Contains(Steps(), name) {
 		return fmt.Errorf("rotation: step %q: want one of %s", name, strings.Join(Steps(), ", "))
 	}
@@ -37,7 +37,7 @@ func CheckStep(name string) error {
 // that report at once; or, once Timeout has passed, the last report and an error
 // wrapping ErrNotSafe that names the stragglers. Bad input is an error at once.
 func Wait(ctx context.Context, o Options, w WaitOptions) (*Report, error) {
-	if err := CheckStep(w.Step); err != nil {
+	if err := checkStep(w.Step); err != nil {
 		return nil, err
 	}
 	if w.Interval <= 0 {
