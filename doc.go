@@ -18,6 +18,10 @@
 //     the TLS handshake path takes no lock and allocates nothing. Subscribers are
 //     notified of changes, coalesced.
 //
-// Wiring into crypto/tls, gRPC and HTTP lives in the tlsconfig and grpccreds packages,
-// sources in source/file and source/kube, Prometheus metrics in metrics.
+// Wiring into crypto/tls, gRPC and HTTP lives in the tlsconfig, grpccreds and httptls
+// packages, graceful reconnect after a rotation in drain, Prometheus metrics in metrics,
+// files (Secret volumes, pod certificates) in source/file; all of them are this module,
+// which depends on no Kubernetes or JWT library. Sources with heavier dependencies are
+// modules of their own: source/kube (Secrets, ConfigMaps, ClusterTrustBundles through the
+// API) and source/spiffe (the SPIFFE Workload API).
 package hotcert

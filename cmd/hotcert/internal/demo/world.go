@@ -426,17 +426,6 @@ func (w *world) connected() int {
 	return n
 }
 
-// onCertificate counts agents whose current stream runs on the certificate fp.
-func (w *world) onCertificate(fp hotcert.Fingerprint) int {
-	n := 0
-	for _, a := range w.agents {
-		if got, ok := a.ServerFingerprint(); ok && got == fp {
-			n++
-		}
-	}
-	return n
-}
-
 // dropAll closes every agent connection on every replica, as a rollout of the
 // control plane or a network blip would, forcing new handshakes.
 func (w *world) dropAll() {
