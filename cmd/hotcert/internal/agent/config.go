@@ -66,8 +66,9 @@ type Config struct {
 	// Watch also follows the files between connections (directory watch plus poll),
 	// so metrics and logs reflect a change before the next reconnect. Each watching
 	// agent holds an inotify instance. Without it the files are read on every
-	// connection only (which is what decides what a connection trusts), and a file
-	// that does not load is reported at that read (no settle window).
+	// connection only (which is what decides what a connection trusts), and before
+	// each heartbeat's trust report to the control plane; a file that does not load
+	// is reported at that read (no settle window).
 	Watch bool
 
 	// HeartbeatInterval is how often the agent heartbeats on its stream (default
