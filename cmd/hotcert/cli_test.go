@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/inspect"
 	"github.com/hotcert/hotcert/cmd/internal/cli"
 	"github.com/hotcert/hotcert/hotcerttest"
@@ -168,7 +169,7 @@ func TestInspectWaitsForTheReplicaToPass(t *testing.T) {
 	next := newCA.MustIssue()
 	vol.MustWrite(map[string][]byte{"tls.crt": next.ChainPEM, "tls.key": next.KeyPEM})
 	r := <-done
-	if r.err != nil || !strings.Contains(r.out, "VERIFIED") || !strings.Contains(r.out, inspect.SerialHex(next.Cert.SerialNumber)) {
+	if r.err != nil || !strings.Contains(r.out, "VERIFIED") || !strings.Contains(r.out, hotcert.FormatSerial(next.Cert.SerialNumber)) {
 		t.Fatalf("inspect --wait: %v\n%s", r.err, r.out)
 	}
 }

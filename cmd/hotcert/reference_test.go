@@ -59,13 +59,13 @@ func TestCheckCommand(t *testing.T) {
 	bundle := writeTemp(t, "ca.crt", hotcerttest.BundlePEM(ca, hotcerttest.MustNewCA()))
 
 	out, _, err := run(ctx, "check", "--cert-file", crt, "--key-file", key, "--ca-file", bundle)
-	if err != nil || !strings.Contains(out, "OK: the reloader would load these files") || !strings.Contains(out, inspect.SerialHex(leaf.Cert.SerialNumber)) {
+	if err != nil || !strings.Contains(out, "OK: the reloader would load these files") || !strings.Contains(out, hotcert.FormatSerial(leaf.Cert.SerialNumber)) {
 		t.Fatalf("check of good files: err %v, output:\n%s", err, out)
 	}
 	out, _, err = run(ctx, "check", "--cert-file", crt, "--key-file", key, "--ca-file", bundle, "-o", "json")
 	var rep inspect.FilesReport
 	if err != nil || json.Unmarshal([]byte(out), &rep) != nil || !rep.OK || len(rep.CABundle) != 2 || !rep.ChainsToBundle.OK ||
-		rep.Certificate.Serial != inspect.SerialHex(leaf.Cert.SerialNumber) {
+		rep.Certificate.Serial != hotcert.FormatSerial(leaf.Cert.SerialNumber) {
 		t.Fatalf("check -o json: err %v, output:\n%s", err, out)
 	}
 	if _, _, err := run(ctx, "check", "--ca-file", bundle); err != nil {
@@ -110,7 +110,7 @@ func TestInspectCommand(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &rep) != nil {
 		t.Fatalf("inspect -o json: err %v, output:\n%s", err, out)
 	}
-	if rep.Certificate.Serial != inspect.SerialHex(leaf.Cert.SerialNumber) || rep.ALPN != "h2" || rep.SNI != "localhost" ||
+	if rep.Certificate.Serial != hotcert.FormatSerial(leaf.Cert.SerialNumber) || rep.ALPN != "h2" || rep.SNI != "localhost" ||
 		!rep.Bundle.Verified || rep.Bundle.CAs[0].Chain.OK || !rep.Bundle.CAs[1].Chain.OK || !rep.Hostname.OK {
 		t.Fatalf("inspect report: %+v", rep)
 	}
@@ -212,7 +212,7 @@ func TestServerAndAgentCommands(t *testing.T) {
 	tlsDir.MustWrite(map[string][]byte{"tls.crt": renewed.ChainPEM, "tls.key": renewed.KeyPEM})
 	testutil.WaitFor(t, "the renewal to be served", func() bool {
 		rep, err := inspect.Remote(ctx, inspect.RemoteOptions{Address: addr})
-		return err == nil && rep.Certificate.Serial == inspect.SerialHex(renewed.Cert.SerialNumber)
+		return err == nil && rep.Certificate.Serial == hotcert.FormatSerial(renewed.Cert.SerialNumber)
 	})
 	// A bad pair: one line, one count, last good kept.
 	tlsDir.MustWrite(map[string][]byte{"tls.crt": ca.MustIssue().ChainPEM, "tls.key": renewed.KeyPEM})
@@ -224,7 +224,7 @@ func TestServerAndAgentCommands(t *testing.T) {
 	if line["component"] != "agent_grpc" || !strings.Contains(line["source"].(string), crt) || !strings.Contains(line["source"].(string), key) {
 		t.Fatalf("failure line %v: want component=agent_grpc and both file paths", line)
 	}
-	if code := getJSON(t, "http://"+metricsAddr+"/healthz", &st); code != 200 || st.LastError == "" || st.Serving.Serial != inspect.SerialHex(renewed.Cert.SerialNumber) {
+	if code := getJSON(t, "http://"+metricsAddr+"/healthz", &st); code != 200 || st.LastError == "" || st.Serving.Serial != hotcert.FormatSerial(renewed.Cert.SerialNumber) {
 		t.Fatalf("server /healthz after a bad pair: %d %+v", code, st)
 	}
 

@@ -12,7 +12,6 @@ import (
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/agent"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
-	"github.com/hotcert/hotcert/cmd/hotcert/internal/inspect"
 	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/source/file"
@@ -77,8 +76,8 @@ func TestBadServerFilesKeepLastGoodAndCountOnce(t *testing.T) {
 			}
 		}
 		// Service continues: the last good certificate on new handshakes, streams up.
-		if rep := remote(t, r, vol.path()); rep.Certificate.Serial != inspect.SerialHex(served.Cert.SerialNumber) || !rep.Bundle.Verified {
-			t.Fatalf("%s: replica serves %s (verified %v), want the last good %s", tc.name, rep.Certificate.Serial, rep.Bundle.Verified, inspect.SerialHex(served.Cert.SerialNumber))
+		if rep := remote(t, r, vol.path()); rep.Certificate.Serial != hotcert.FormatSerial(served.Cert.SerialNumber) || !rep.Bundle.Verified {
+			t.Fatalf("%s: replica serves %s (verified %v), want the last good %s", tc.name, rep.Certificate.Serial, rep.Bundle.Verified, hotcert.FormatSerial(served.Cert.SerialNumber))
 		}
 		reconnectAll(t, replicas, agents)
 		requireServerCert(t, onR, served)

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/agent"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
-	"github.com/hotcert/hotcert/cmd/hotcert/internal/inspect"
 	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/source/file"
@@ -121,7 +121,7 @@ func TestAgentReconnectsToPresentItsRotatedCertificate(t *testing.T) {
 	id.MustWrite(map[string][]byte{"tls.crt": second.ChainPEM, "tls.key": second.KeyPEM})
 	testutil.WaitFor(t, "the server to see the rotated client certificate", func() bool {
 		for _, a := range r.srv.Agents() {
-			return a.ClientSerial == inspect.SerialHex(second.Cert.SerialNumber)
+			return a.ClientSerial == hotcert.FormatSerial(second.Cert.SerialNumber)
 		}
 		return false
 	})

@@ -278,7 +278,7 @@ func requireServerCert(t *testing.T, agents []*testAgent, want *hotcerttest.Leaf
 	fp := hotcert.FingerprintOf(want.Cert)
 	for _, a := range agents {
 		if got, ok := a.ServerFingerprint(); !ok || got != fp {
-			t.Fatalf("%s: stream is on server certificate %x (connected %v), want serial %s", a.ID(), got[:4], ok, inspect.SerialHex(want.Cert.SerialNumber))
+			t.Fatalf("%s: stream is on server certificate %x (connected %v), want serial %s", a.ID(), got[:4], ok, hotcert.FormatSerial(want.Cert.SerialNumber))
 		}
 	}
 }

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/agent"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
-	"github.com/hotcert/hotcert/cmd/hotcert/internal/inspect"
 	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/source/file"
@@ -42,16 +42,16 @@ func TestMutualTLSWithClientCertificateRotation(t *testing.T) {
 		}
 		return ""
 	}
-	if got := clientSerial(); got != inspect.SerialHex(first.Cert.SerialNumber) {
-		t.Fatalf("server saw client serial %q, want %s", got, inspect.SerialHex(first.Cert.SerialNumber))
+	if got := clientSerial(); got != hotcert.FormatSerial(first.Cert.SerialNumber) {
+		t.Fatalf("server saw client serial %q, want %s", got, hotcert.FormatSerial(first.Cert.SerialNumber))
 	}
 
 	// The agent's certificate is renewed: the next connection presents the new one.
 	second := agentCA.MustIssue(hotcerttest.WithCommonName("agent-00"))
 	id.MustWrite(map[string][]byte{"tls.crt": second.ChainPEM, "tls.key": second.KeyPEM})
 	reconnectAll(t, []*replica{r}, agents)
-	if got := clientSerial(); got != inspect.SerialHex(second.Cert.SerialNumber) {
-		t.Fatalf("after renewal the server saw client serial %q, want %s", got, inspect.SerialHex(second.Cert.SerialNumber))
+	if got := clientSerial(); got != hotcert.FormatSerial(second.Cert.SerialNumber) {
+		t.Fatalf("after renewal the server saw client serial %q, want %s", got, hotcert.FormatSerial(second.Cert.SerialNumber))
 	}
 	requireNoFailures(t, "client certificate renewal", []*replica{r}, agents)
 

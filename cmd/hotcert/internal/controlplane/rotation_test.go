@@ -10,7 +10,6 @@ import (
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/agent"
-	"github.com/hotcert/hotcert/cmd/hotcert/internal/inspect"
 	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/internal/testutil"
 )
@@ -34,8 +33,8 @@ func TestRenewServerCertificateDropsNoStream(t *testing.T) {
 	// New connections get the new serial, by IP (no SNI) and by name (SNI).
 	for _, r := range replicas {
 		rep := remote(t, r, vol.path())
-		if rep.Certificate.Serial != inspect.SerialHex(renewed.Cert.SerialNumber) || !rep.Bundle.Verified {
-			t.Fatalf("%s serves serial %s (verified %v), want %s", r.name, rep.Certificate.Serial, rep.Bundle.Verified, inspect.SerialHex(renewed.Cert.SerialNumber))
+		if rep.Certificate.Serial != hotcert.FormatSerial(renewed.Cert.SerialNumber) || !rep.Bundle.Verified {
+			t.Fatalf("%s serves serial %s (verified %v), want %s", r.name, rep.Certificate.Serial, rep.Bundle.Verified, hotcert.FormatSerial(renewed.Cert.SerialNumber))
 		}
 	}
 	late := startAgents(t, 2, replicas, vol)
@@ -295,7 +294,7 @@ func TestReplicaThatKeepsTheOldLeafIsCaughtBeforeStep3(t *testing.T) {
 		t.Fatalf("cp-0 not verified by the new CA: %+v", rep.Bundle)
 	}
 	rep := remote(t, bad, newOnly)
-	if rep.Bundle.Verified || rep.Certificate.Serial != inspect.SerialHex(oldLeaf.Cert.SerialNumber) ||
+	if rep.Bundle.Verified || rep.Certificate.Serial != hotcert.FormatSerial(oldLeaf.Cert.SerialNumber) ||
 		!strings.Contains(rep.Bundle.CAs[0].Chain.Error, "unknown authority") {
 		t.Fatalf("inspect of cp-1 with the new CA alone: %+v, want the old serial, not verified", rep)
 	}

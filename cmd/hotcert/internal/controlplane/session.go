@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
-	"github.com/hotcert/hotcert/cmd/hotcert/internal/inspect"
 	"github.com/hotcert/hotcert/drain"
 	"github.com/hotcert/hotcert/jwtkeys/jwtgrpc"
 )
@@ -49,7 +49,7 @@ func (s *Server) handle(stream grpc.ServerStream) error {
 		sess.info.Remote = addrString(p.Addr)
 		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.PeerCertificates) > 0 {
 			c := ti.State.PeerCertificates[0]
-			sess.info.ClientSubject, sess.info.ClientSerial = c.Subject.String(), inspect.SerialHex(c.SerialNumber)
+			sess.info.ClientSubject, sess.info.ClientSerial = c.Subject.String(), hotcert.FormatSerial(c.SerialNumber)
 		}
 	}
 	if s.cfg.Tokens != nil {

@@ -9,7 +9,6 @@ package inspect
 import (
 	"crypto/x509"
 	"fmt"
-	"math/big"
 	"strings"
 	"time"
 
@@ -40,7 +39,7 @@ func Describe(c *x509.Certificate) Certificate {
 	d := Certificate{
 		Subject:   c.Subject.String(),
 		Issuer:    c.Issuer.String(),
-		Serial:    SerialHex(c.SerialNumber),
+		Serial:    hotcert.FormatSerial(c.SerialNumber),
 		DNSNames:  c.DNSNames,
 		Emails:    c.EmailAddresses,
 		NotBefore: c.NotBefore.UTC(),
@@ -65,10 +64,6 @@ func DescribeAll(cs []*x509.Certificate) []Certificate {
 	}
 	return out
 }
-
-// SerialHex formats a serial number as openssl does (upper-case hex, an even
-// number of digits), as hotcert's log lines do: [hotcert.FormatSerial].
-func SerialHex(n *big.Int) string { return hotcert.FormatSerial(n) }
 
 // SANs renders the subject alternative names as openssl does ("DNS:a, IP Address:b").
 func (c Certificate) SANs() string {

@@ -2,7 +2,6 @@ package inspect
 
 import (
 	"context"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,14 +12,6 @@ import (
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/hotcerttest"
 )
-
-func TestSerialHexMatchesOpenSSL(t *testing.T) {
-	for n, want := range map[int64]string{0: "00", 10: "0A", 255: "FF", 256: "0100", 0x1F2A3: "01F2A3"} {
-		if got := SerialHex(big.NewInt(n)); got != want {
-			t.Errorf("SerialHex(%d) = %s, want %s", n, got, want)
-		}
-	}
-}
 
 func TestDescribe(t *testing.T) {
 	ca := hotcerttest.MustNewCA()
