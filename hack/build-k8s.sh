@@ -12,60 +12,22 @@
 # cache. Point KUBEBUILDER_ASSETS at OUTDIR to use the binaries with envtest.
 set -euo pipefail
 
-die() {
-	echo "build-k8s: ERROR: $*" >&2
-	exit 1
-}
+NAME=build-k8s
+HACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$HACK_DIR/lib.sh"
 
 [ $# -eq 1 ] && [ -n "$1" ] || die "usage: $0 OUTDIR"
 
-HACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 MOD_DIR=$HACK_DIR/k8s
-GO=${GO:-go}
 BINARIES=(kube-apiserver kube-controller-manager etcd)
-
-command -v "$GO" >/dev/null 2>&1 || die "'$GO' not found in PATH; install Go first"
 [ -f "$MOD_DIR/go.mod" ] || die "$MOD_DIR/go.mod is missing"
 
-mkdir -p "$1" || die "cannot create $1"
-OUT_DIR=$(cd "$1" && pwd)
-STAMP=$OUT_DIR/.build-k8s.stamp
-
-# Serialise concurrent runs (e.g. two `make test` at once) on the same OUTDIR.
-if command -v flock >/dev/null 2>&1; then
-	exec 9>"$OUT_DIR/.build-k8s.lock"
-	flock 9
-fi
-
-# The build runs in the wrapper module only, whatever the caller's environment.
-export GOWORK=off GOFLAGS=-mod=readonly CGO_ENABLED=0
-
+prepare_outdir "$1"
+export CGO_ENABLED=0
 cd "$MOD_DIR"
 
-# Everything that decides the binaries' contents goes into the stamp.
-inputs_hash() {
-	{
-		"$GO" version
-		"$GO" env GOOS GOARCH GOAMD64 GOARM64
-		cat "$HACK_DIR/build-k8s.sh" go.mod go.sum
-		find . -name '*.go' -type f | LC_ALL=C sort | xargs cat
-	} | sha256sum | cut -d' ' -f1
-}
-HASH=$(inputs_hash) || die "cannot hash the inputs in $MOD_DIR"
-
-up_to_date() {
-	[ -f "$STAMP" ] || return 1
-	grep -qx "inputs $HASH" "$STAMP" || return 1
-	local b
-	for b in "${BINARIES[@]}"; do
-		[ -x "$OUT_DIR/$b" ] || return 1
-	done
-}
-
-if up_to_date; then
-	echo "build-k8s: up to date in $OUT_DIR ($(sed -n 's/^versions //p' "$STAMP"))"
-	exit 0
-fi
+HASH=$(inputs_hash "$HACK_DIR/build-k8s.sh" "$HACK_DIR/lib.sh" .) || die "cannot hash the inputs in $MOD_DIR"
+up_to_date "$HASH" "${BINARIES[@]/#/$OUT_DIR/}" && exit 0
 
 K8S_VERSION=$("$GO" list -m -f '{{.Version}}' k8s.io/kubernetes) ||
 	die "cannot resolve k8s.io/kubernetes in $MOD_DIR/go.mod (is the Go module proxy reachable?)"
@@ -111,5 +73,5 @@ rm -f "$STAMP"
 for b in "${BINARIES[@]}"; do
 	mv -f "$TMP/$b" "$OUT_DIR/$b"
 done
-printf 'inputs %s\nversions %s\n' "$HASH" "$VERSIONS" >"$STAMP"
+write_stamp "$HASH" "$VERSIONS"
 echo "build-k8s: built ${BINARIES[*]} ($VERSIONS) in $(($(date +%s) - start))s"

@@ -16,53 +16,27 @@
 # once.
 set -euo pipefail
 
-die() {
-	echo "build-trust-manager: ERROR: $*" >&2
-	exit 1
-}
+NAME=build-trust-manager
+HACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$HACK_DIR/lib.sh"
 
 [ $# -eq 1 ] && [ -n "$1" ] || die "usage: $0 OUTDIR"
 
-HACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 MOD_DIR=$HACK_DIR/trust-manager
 CM_DIR=$HACK_DIR/cert-manager
-GO=${GO:-go}
 MODULE=github.com/cert-manager/trust-manager
 CM_MODULE=github.com/cert-manager/cert-manager
 CRD=trust.cert-manager.io_bundles.yaml
 CM_CRDS=(cert-manager.io_certificates.yaml cert-manager.io_issuers.yaml)
-
-command -v "$GO" >/dev/null 2>&1 || die "'$GO' not found in PATH; install Go first"
 [ -f "$MOD_DIR/go.mod" ] || die "$MOD_DIR/go.mod is missing"
 [ -f "$CM_DIR/go.mod" ] || die "$CM_DIR/go.mod is missing"
 
-mkdir -p "$1" || die "cannot create $1"
-OUT_DIR=$(cd "$1" && pwd)
-STAMP=$OUT_DIR/.build-trust-manager.stamp
-
-if command -v flock >/dev/null 2>&1; then
-	exec 9>"$OUT_DIR/.build-trust-manager.lock"
-	flock 9
-fi
-
-export GOWORK=off GOFLAGS=-mod=readonly CGO_ENABLED=0
+prepare_outdir "$1"
+export CGO_ENABLED=0
 cd "$MOD_DIR"
 
-inputs_hash() {
-	{
-		"$GO" version
-		"$GO" env GOOS GOARCH GOAMD64 GOARM64
-		cat "$HACK_DIR/build-trust-manager.sh" go.mod go.sum "$CM_DIR/go.mod" "$CM_DIR/go.sum"
-		find . "$CM_DIR" -name '*.go' -type f | LC_ALL=C sort | xargs cat
-	} | sha256sum | cut -d' ' -f1
-}
-HASH=$(inputs_hash) || die "cannot hash the inputs in $MOD_DIR"
-
-if [ -f "$STAMP" ] && grep -qx "inputs $HASH" "$STAMP" &&
-	[ -x "$OUT_DIR/trust-manager" ] && [ -f "$OUT_DIR/crds/$CRD" ] && [ -f "$OUT_DIR/crds/${CM_CRDS[0]}" ]; then
-	echo "build-trust-manager: up to date in $OUT_DIR ($(sed -n 's/^versions //p' "$STAMP"))"
-	exit 0
-fi
+HASH=$(inputs_hash "$HACK_DIR/build-trust-manager.sh" "$HACK_DIR/lib.sh" . "$CM_DIR") || die "cannot hash the inputs in $MOD_DIR"
+up_to_date "$HASH" "$OUT_DIR/trust-manager" "$OUT_DIR/crds/$CRD" "${CM_CRDS[@]/#/$OUT_DIR/crds/}" && exit 0
 
 VERSION=$("$GO" list -m -f '{{.Version}}' "$MODULE") ||
 	die "cannot resolve $MODULE in $MOD_DIR/go.mod (is the Go module proxy reachable?)"
@@ -93,5 +67,5 @@ for f in "${CM_CRDS[@]}"; do
 	install -m 0644 "$CM_SRC/deploy/crds/$f" "$OUT_DIR/crds/$f"
 done
 mv -f "$TMP/trust-manager" "$OUT_DIR/trust-manager"
-printf 'inputs %s\nversions trust-manager %s, cert-manager CRDs %s\n' "$HASH" "$VERSION" "$CM_VERSION" >"$STAMP"
+write_stamp "$HASH" "trust-manager $VERSION, cert-manager CRDs $CM_VERSION"
 echo "build-trust-manager: built trust-manager $VERSION in $(($(date +%s) - start))s"
