@@ -23,7 +23,9 @@ import (
 	"github.com/hotcert/hotcert/grpccreds"
 	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/internal/testutil"
+	"github.com/hotcert/hotcert/metrics"
 	"github.com/prometheus/client_golang/prometheus"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // A test service without generated code: a unary Slow that sleeps for the given
@@ -193,7 +195,7 @@ func TestIdentityChangeMovesEveryStreamOntoTheNewCertificate(t *testing.T) {
 	ca := hotcerttest.MustNewCA()
 	first, second := ca.MustIssue(), ca.MustIssue()
 	reg := prometheus.NewPedanticRegistry()
-	m, err := drain.NewMetrics(reg, "")
+	m, err := drain.NewMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,8 +269,15 @@ func TestIdentityChangeMovesEveryStreamOntoTheNewCertificate(t *testing.T) {
 func TestTrustChangeCutsOnlyPeersNoLongerTrusted(t *testing.T) {
 	serverCA, caA, caB := hotcerttest.MustNewCA(), hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
 	leaf := serverCA.MustIssue()
+	// A product's own names: one prefix and label name for every series, and the
+	// label's name as the component key of the log lines.
+	reg := prometheus.NewPedanticRegistry()
+	m, err := drain.NewMetrics(reg, metrics.WithPrefix("dexaflow"), metrics.WithComponentLabel("listener"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	f := newFixture(t, material(t, leaf, caA, caB), func(s *hotcert.Store) []drain.Option {
-		return []drain.Option{drain.WithTrustCut(s), drain.WithGrace(10 * time.Second)}
+		return []drain.Option{drain.WithTrustCut(s), drain.WithGrace(10 * time.Second), drain.WithMetrics(m)}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -298,6 +307,16 @@ func TestTrustChangeCutsOnlyPeersNoLongerTrusted(t *testing.T) {
 	logs := f.logs.String()
 	if !strings.Contains(logs, "CN=agent-a") || strings.Contains(logs, "CN=agent-b") {
 		t.Fatalf("wrong peer cut:\n%s", logs)
+	}
+	if !strings.Contains(logs, "listener=agent_grpc") || strings.Contains(logs, "component=") {
+		t.Errorf("the cut line does not name the component with the metrics' label name:\n%s", logs)
+	}
+	if err := promtest.GatherAndCompare(reg, strings.NewReader(`
+# HELP dexaflow_tls_connections_cut_total Connections closed because their peer certificate no longer verifies against the client-CA bundle.
+# TYPE dexaflow_tls_connections_cut_total counter
+dexaflow_tls_connections_cut_total{listener="agent_grpc"} 1
+`), "dexaflow_tls_connections_cut_total"); err != nil {
+		t.Error(err)
 	}
 	// The cut agent cannot come back: its CA is gone.
 	testutil.WaitFor(t, "the cut agent's stream to end", func() bool { return f.srv.Conns() == 1 })

@@ -64,7 +64,7 @@ func (p *policy) identityChanged(prev, next *hotcert.Material) {
 	}
 	p.cfg.metrics.drainStarted(p.cfg.component)
 	p.cfg.logger.Info("draining connections onto the new certificate",
-		"component", p.cfg.component, "connections", len(old), "window", p.cfg.window.String(),
+		p.cfg.metrics.logKey(), p.cfg.component, "connections", len(old), "window", p.cfg.window.String(),
 		"serial", hotcert.FormatSerial(next.Leaf().SerialNumber), "sha256", next.LeafFingerprint().String())
 	for _, t := range old {
 		p.after(time.Duration(rand.Float64()*float64(p.cfg.window)), func() {
@@ -94,7 +94,7 @@ func (p *policy) trustChanged(_, next *hotcert.Material) {
 		}
 		p.cfg.metrics.cut(p.cfg.component)
 		p.cfg.logger.Warn("closing connection: peer certificate no longer trusted",
-			"component", p.cfg.component, "remote", t.RemoteAddr().String(),
+			p.cfg.metrics.logKey(), p.cfg.component, "remote", t.RemoteAddr().String(),
 			"peer_subject", peer[0].Subject.String(), "peer_serial", hotcert.FormatSerial(peer[0].SerialNumber),
 			"reason", err.Error())
 	}

@@ -160,7 +160,7 @@ func New(cfg Config) (*Server, error) {
 			dopts = append(dopts, drain.WithTrustCut(s.clientCA))
 		}
 		if cfg.Registerer != nil {
-			dm, err := drain.NewMetrics(cfg.Registerer, "")
+			dm, err := drain.NewMetrics(cfg.Registerer, cfg.MetricsOptions...)
 			if err != nil {
 				return nil, fmt.Errorf("controlplane: %w", err)
 			}
