@@ -2,7 +2,9 @@ package referencerules_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"os"
 	"reflect"
 	"slices"
 	"sync"
@@ -30,7 +32,24 @@ import (
 var env *kubetest.Env
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if fuzzing() {
+		// The fuzz targets (go test -fuzz, and each of its workers) read no
+		// cluster: no control plane per worker.
+		os.Exit(m.Run())
+	}
 	kubetest.Main(m, &env, kubetest.WithCRDPaths("testdata/crds.yaml", "../../api/v1alpha1/crd"))
+}
+
+// fuzzing reports whether the test binary runs a fuzz target's fuzzing
+// (not its seed corpus as an ordinary test).
+func fuzzing() bool {
+	for _, name := range []string{"test.fuzz", "test.fuzzworker"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != "" && f.Value.String() != "false" {
+			return true
+		}
+	}
+	return false
 }
 
 var (
