@@ -1,0 +1,512 @@
+package controlplane_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
+	"github.com/hotcert/hotcert/grpccreds"
+	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/jwtkeys"
+	"github.com/hotcert/hotcert/jwtkeys/jwtfile"
+	"github.com/hotcert/hotcert/jwtkeys/jwtgrpc"
+	"github.com/hotcert/hotcert/source/file"
+	"github.com/hotcert/hotcert/tlsconfig"
+)
+
+// BenchmarkScaleAgents connects N agents (1k, 5k, 10k) to one control plane replica
+// over loopback gRPC with mTLS and bearer tokens, and, in the same run, to a plain
+// grpc.Server with a static tls.Config serving the same stream protocol. Each agent
+// is lightweight (one grpc.ClientConn, no reloader of its own) but uses the real
+// client credentials (grpccreds.NewClient with a server name, jwtgrpc per-RPC
+// tokens) and the real protocol: register, registered, one heartbeat and its ack,
+// then the stream stays open.
+//
+// Client and server are separated by process: each server runs in a child process
+// (this test binary re-executed, see TestScaleServerProcess) that measures itself —
+// heap in use after a GC, VmRSS, goroutines and getrusage CPU — before the agents
+// connect and once every agent holds its stream; the agents run in the benchmark
+// process. The figures per connection are those deltas divided by N, so the agents'
+// own memory and CPU are never counted. The CPU per connection is the server's whole
+// cost of accepting an agent: TLS handshake, HTTP/2 setup, token verification,
+// register and the first heartbeat.
+//
+// Three servers: plain (grpc.Server, static tls.Config, no tokens), controlplane
+// (mTLS and tokens, no drain) and controlplane+drain (DrainWindow and CutUntrusted:
+// one drain.Server with a grpc.Server per connection). Ratios are against plain.
+//
+// -short connects 100 agents; HOTCERT_SCALE_AGENTS=1000,5000 picks the sizes. The
+// benchmark raises RLIMIT_NOFILE (each process holds one descriptor per agent) up
+// to the hard limit and skips a size the hard limit cannot hold.
+func BenchmarkScaleAgents(b *testing.B) {
+	sizes := []int{1000, 5000, 10000}
+	if testing.Short() {
+		sizes = []int{100}
+	}
+	if v := os.Getenv("HOTCERT_SCALE_AGENTS"); v != "" {
+		sizes = sizes[:0]
+		for f := range strings.SplitSeq(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				b.Fatalf("HOTCERT_SCALE_AGENTS=%q: want a comma-separated list of agent counts", v)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) {
+			if err := raiseNoFile(uint64(n) + 512); err != nil {
+				b.Skip(err)
+			}
+			var res []scaleResult
+			for range b.N {
+				res = res[:0]
+				for _, kind := range []string{scalePlain, scaleControlPlane, scaleDrain} {
+					res = append(res, runScale(b, kind, n))
+				}
+			}
+			logScaleTable(b, n, res)
+			for _, r := range res {
+				b.ReportMetric(r.Connect.Seconds(), r.Kind+"-connect-s")
+				b.ReportMetric(r.HeapPerConn(), r.Kind+"-heapB/conn")
+				b.ReportMetric(r.RSSPerConn(), r.Kind+"-rssB/conn")
+				b.ReportMetric(r.GoroutinesPerConn(), r.Kind+"-goroutines/conn")
+				b.ReportMetric(r.CPUPerConn().Seconds()*1e6, r.Kind+"-cpuµs/conn")
+			}
+			base := res[0]
+			for _, r := range res[1:] {
+				b.ReportMetric(r.HeapPerConn()/base.HeapPerConn(), r.Kind+"-heap-x")
+				b.ReportMetric(r.RSSPerConn()/base.RSSPerConn(), r.Kind+"-rss-x")
+				b.ReportMetric(float64(r.CPUPerConn())/float64(base.CPUPerConn()), r.Kind+"-cpu-x")
+			}
+		})
+	}
+}
+
+const (
+	scalePlain        = "plain"
+	scaleControlPlane = "cp"
+	scaleDrain        = "cpdrain"
+
+	scaleEnvServer = "HOTCERT_SCALE_SERVER" // set in the child: which server to run
+	scaleEnvDir    = "HOTCERT_SCALE_DIR"    // set in the child: the PKI and token files
+	scaleEnvN      = "HOTCERT_SCALE_N"      // set in the child: how many tokens to issue
+	scaleLine      = "hotcert-scale: "      // prefix of the child's protocol lines
+)
+
+// processSample is what a server process measures of itself.
+type processSample struct {
+	Heap       uint64        // runtime.MemStats.HeapInuse after a GC
+	RSS        uint64        // VmRSS
+	Goroutines int           // runtime.NumGoroutine
+	CPU        time.Duration // user + system CPU of the process
+}
+
+type scaleResult struct {
+	Kind          string
+	N             int
+	Connect       time.Duration // from the first dial until every agent had its heartbeat acknowledged
+	Before, After processSample
+}
+
+func (r scaleResult) HeapPerConn() float64 {
+	return (float64(r.After.Heap) - float64(r.Before.Heap)) / float64(r.N)
+}
+func (r scaleResult) RSSPerConn() float64 {
+	return (float64(r.After.RSS) - float64(r.Before.RSS)) / float64(r.N)
+}
+func (r scaleResult) GoroutinesPerConn() float64 {
+	return float64(r.After.Goroutines-r.Before.Goroutines) / float64(r.N)
+}
+func (r scaleResult) CPUPerConn() time.Duration {
+	return (r.After.CPU - r.Before.CPU) / time.Duration(r.N)
+}
+
+func logScaleTable(b *testing.B, n int, res []scaleResult) {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%d agents\n%-8s %10s %12s %12s %10s %12s %8s %8s %8s\n", n, "server", "connect", "heap/conn", "rss/conn", "gor/conn", "cpu/conn", "heap x", "rss x", "cpu x")
+	base := res[0]
+	for _, r := range res {
+		fmt.Fprintf(&sb, "%-8s %10s %10.1fKiB %10.1fKiB %10.2f %12s %8.2f %8.2f %8.2f\n", r.Kind, r.Connect.Round(time.Millisecond),
+			r.HeapPerConn()/1024, r.RSSPerConn()/1024, r.GoroutinesPerConn(), r.CPUPerConn().Round(time.Microsecond),
+			r.HeapPerConn()/base.HeapPerConn(), r.RSSPerConn()/base.RSSPerConn(), float64(r.CPUPerConn())/float64(base.CPUPerConn()))
+	}
+	b.Log(sb.String())
+}
+
+// raiseNoFile raises the soft RLIMIT_NOFILE to at least want, bounded by the hard
+// limit; it fails when the hard limit is below want.
+func raiseNoFile(want uint64) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("getrlimit: %w", err)
+	}
+	if lim.Max < want {
+		return fmt.Errorf("RLIMIT_NOFILE hard limit %d is below the %d descriptors this size needs per process", lim.Max, want)
+	}
+	if lim.Cur < want {
+		lim.Cur = want
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			return fmt.Errorf("setrlimit: %w", err)
+		}
+	}
+	return nil
+}
+
+// runScale starts a server of kind in a child process and connects n agents to it.
+func runScale(b *testing.B, kind string, n int) scaleResult {
+	b.Helper()
+	dir := b.TempDir()
+	ca := hotcerttest.MustNewCA()
+	srvLeaf, cliLeaf := ca.MustIssue(), ca.MustIssue(hotcerttest.WithCommonName("agent"))
+	files := map[string][]byte{"ca.crt": hotcerttest.BundlePEM(ca), "tls.crt": srvLeaf.ChainPEM, "tls.key": srvLeaf.KeyPEM}
+	if kind != scalePlain {
+		priv, err := jwtkeys.GenerateSigningKey(jwtkeys.ES256)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pub, _, err := jwtkeys.PublicKeyPEM(priv)
+		if err != nil {
+			b.Fatal(err)
+		}
+		files[jwtkeys.SigningKeyName], files[jwtkeys.VerificationKeysName] = priv, pub
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestScaleServerProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), scaleEnvServer+"="+kind, scaleEnvDir+"="+dir, scaleEnvN+"="+strconv.Itoa(n))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	lines := bufio.NewScanner(stdout)
+	next := func() string {
+		for lines.Scan() {
+			if l, ok := strings.CutPrefix(lines.Text(), scaleLine); ok {
+				return l
+			}
+		}
+		b.Fatalf("%s server process ended early: %v", kind, lines.Err())
+		return ""
+	}
+	defer func() {
+		stdin.Close() // the child stops its server and exits
+		go io.Copy(io.Discard, stdout)
+		if err := cmd.Wait(); err != nil {
+			b.Errorf("%s server process: %v", kind, err)
+		}
+	}()
+
+	res := scaleResult{Kind: kind, N: n}
+	ready := strings.Fields(next()) // "ready ADDR BEFORE-JSON"
+	if len(ready) != 3 || ready[0] != "ready" {
+		b.Fatalf("%s server process: unexpected line %q", kind, ready)
+	}
+	addr := ready[1]
+	if err := json.Unmarshal([]byte(ready[2]), &res.Before); err != nil {
+		b.Fatal(err)
+	}
+	var tokens []string
+	if kind != scalePlain {
+		data, err := os.ReadFile(filepath.Join(dir, "tokens"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		tokens = strings.Split(strings.TrimSpace(string(data)), "\n")
+	}
+
+	m, err := hotcert.Validate(hotcert.Content{
+		Cert: hotcert.Input{Name: "client.crt", Data: cliLeaf.ChainPEM},
+		Key:  hotcert.Input{Name: "client.key", Data: cliLeaf.KeyPEM},
+		CA:   hotcert.Input{Name: "ca.crt", Data: files["ca.crt"]},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	identity := hotcert.NewStore(m)
+	creds := grpccreds.NewClient(identity, tlsconfig.WithServerName("localhost"))
+	agentCtx, stopAgents := context.WithCancel(ctx)
+	conns := make([]*grpc.ClientConn, n)
+	var wg sync.WaitGroup
+	var failures atomic.Int64
+	var firstErr atomic.Value
+	sem := make(chan struct{}, 64) // concurrent dials: well below the listen backlog
+	start := time.Now()
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			token := ""
+			if tokens != nil {
+				token = tokens[i]
+			}
+			cc, err := scaleAgent(agentCtx, addr, creds, fmt.Sprintf("agent-%05d", i), token)
+			conns[i] = cc
+			if err != nil {
+				failures.Add(1)
+				firstErr.CompareAndSwap(nil, err)
+			}
+		})
+	}
+	wg.Wait()
+	res.Connect = time.Since(start)
+	defer func() {
+		stopAgents()
+		for _, cc := range conns {
+			if cc != nil {
+				cc.Close()
+			}
+		}
+	}()
+	if f := failures.Load(); f != 0 {
+		b.Fatalf("%s: %d of %d agents failed to connect, first: %v", kind, f, n, firstErr.Load())
+	}
+
+	if _, err := io.WriteString(stdin, "measure\n"); err != nil {
+		b.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(next(), "after ")), &res.After); err != nil {
+		b.Fatal(err)
+	}
+	return res
+}
+
+// scaleAgent opens one agent's connection and stream and returns once its first
+// heartbeat was acknowledged. The stream then stays open until ctx ends.
+func scaleAgent(ctx context.Context, addr string, creds credentials.TransportCredentials, id, token string) (*grpc.ClientConn, error) {
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithReadBufferSize(4 << 10), grpc.WithWriteBufferSize(4 << 10)}
+	if token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(jwtgrpc.NewPerRPCCredentials(jwtkeys.StaticToken(token))))
+	}
+	cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
+	if err != nil {
+		return nil, err
+	}
+	st, err := cc.NewStream(ctx, &agentrpc.StreamDesc, agentrpc.ConnectMethod)
+	if err != nil {
+		return cc, err
+	}
+	if err := agentrpc.Send(st, agentrpc.Message{Type: agentrpc.TypeRegister, AgentID: id}); err != nil {
+		return cc, err
+	}
+	if m, err := agentrpc.Recv(st); err != nil || m.Type != agentrpc.TypeRegistered {
+		return cc, fmt.Errorf("%s: register: %v (got %q)", id, err, m.Type)
+	}
+	if err := agentrpc.Send(st, agentrpc.Message{Type: agentrpc.TypeHeartbeat, Seq: 1}); err != nil {
+		return cc, err
+	}
+	if m, err := agentrpc.Recv(st); err != nil || m.Type != agentrpc.TypeHeartbeatAck {
+		return cc, fmt.Errorf("%s: heartbeat: %v (got %q)", id, err, m.Type)
+	}
+	return cc, nil
+}
+
+// TestScaleServerProcess is BenchmarkScaleAgents' server process; it is skipped
+// unless the benchmark starts it. It serves until its stdin closes, printing its
+// address and a sample of itself when ready and another after "measure".
+func TestScaleServerProcess(t *testing.T) {
+	kind, dir := os.Getenv(scaleEnvServer), os.Getenv(scaleEnvDir)
+	if kind == "" {
+		t.Skip("the server process of BenchmarkScaleAgents")
+	}
+	n, err := strconv.Atoi(os.Getenv(scaleEnvN))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raiseNoFile(uint64(n) + 512); err != nil {
+		t.Fatal(err)
+	}
+	path := func(name string) string { return filepath.Join(dir, name) }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	serveDone := make(chan error, 1)
+	switch kind {
+	case scalePlain:
+		cert, err := tls.LoadX509KeyPair(path("tls.crt"), path("tls.key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		caPEM, err := os.ReadFile(path("ca.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(caPEM) {
+			t.Fatal("ca.crt holds no certificate")
+		}
+		cfg := &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
+		gs := grpc.NewServer(grpc.Creds(credentials.NewTLS(cfg)),
+			grpc.ReadBufferSize(4<<10), grpc.WriteBufferSize(4<<10),
+			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
+		gs.RegisterService(agentrpc.ServiceDesc(plainHandler), nil)
+		go func() { serveDone <- gs.Serve(ln) }()
+		defer func() { gs.Stop(); <-serveDone }()
+	default:
+		tlsSrc, err := file.New(file.WithKeyPair(path("tls.crt"), path("tls.key")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		caSrc, err := file.New(file.WithCA(path("ca.crt")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		keySrc, err := jwtfile.New(jwtfile.Dir(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ks, err := jwtkeys.New(ctx, keySrc, jwtkeys.WithMaxTokenTTL(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ksDone := make(chan error, 1)
+		go func() { ksDone <- ks.Start(ctx) }()
+		defer func() { cancel(); ks.Close(); <-ksDone }()
+		cfg := controlplane.Config{TLS: tlsSrc, ClientCA: caSrc, Tokens: ks, TokenTTL: 30 * time.Minute, ShutdownGrace: time.Second}
+		if kind == scaleDrain {
+			cfg.DrainWindow, cfg.CutUntrusted = time.Minute, true
+		}
+		srv, err := controlplane.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tokens strings.Builder
+		for i := range n {
+			tok, err := ks.Issue(fmt.Sprintf("agent-%05d", i), 30*time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tokens.WriteString(tok + "\n")
+		}
+		if err := os.WriteFile(path("tokens"), []byte(tokens.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		srvCtx, stop := context.WithCancel(ctx)
+		go func() { serveDone <- srv.Serve(srvCtx, ln) }()
+		defer func() {
+			stop()
+			if err := <-serveDone; err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+
+	before, err := json.Marshal(sampleProcess(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("%sready %s %s\n", scaleLine, ln.Addr(), before)
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		if in.Text() == "measure" {
+			after, err := json.Marshal(sampleProcess(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Printf("%safter %s\n", scaleLine, after)
+		}
+	}
+}
+
+// plainHandler serves the stream protocol without tokens, sessions or drain:
+// registered for register, an ack for every heartbeat.
+func plainHandler(st grpc.ServerStream) error {
+	if _, err := agentrpc.Recv(st); err != nil {
+		return err
+	}
+	if err := agentrpc.Send(st, agentrpc.Message{Type: agentrpc.TypeRegistered, Replica: "plain"}); err != nil {
+		return err
+	}
+	for {
+		m, err := agentrpc.Recv(st)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if m.Type == agentrpc.TypeHeartbeat {
+			if err := agentrpc.Send(st, agentrpc.Message{Type: agentrpc.TypeHeartbeatAck, Seq: m.Seq}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func sampleProcess(t *testing.T) processSample {
+	t.Helper()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return processSample{
+		Heap:       ms.HeapInuse,
+		RSS:        vmRSS(t),
+		Goroutines: runtime.NumGoroutine(),
+		CPU:        time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
+	}
+}
+
+// vmRSS is the process's resident set size from /proc/self/status.
+func vmRSS(t *testing.T) uint64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range strings.SplitSeq(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS in /proc/self/status")
+	return 0
+}
