@@ -140,23 +140,21 @@ func PodSpecRefs(spec *corev1.PodSpec) Refs {
 
 // refBuilder merges the uses of each object.
 type refBuilder struct {
-	byObj map[ObjectKey]*refAcc
+	byObj map[objectKey]*refAcc
 }
 
-// ObjectKey names a referenced object within a namespace.
-type ObjectKey struct {
-	Kind Kind
-	Name string
+// objectKey names a referenced object within a namespace.
+type objectKey struct {
+	kind Kind
+	name string
 }
-
-func (k ObjectKey) String() string { return string(k.Kind) + "/" + k.Name }
 
 type refAcc struct {
 	ref  Ref
 	keys map[string]bool // key -> optional
 }
 
-func newRefBuilder() *refBuilder { return &refBuilder{byObj: map[ObjectKey]*refAcc{}} }
+func newRefBuilder() *refBuilder { return &refBuilder{byObj: map[objectKey]*refAcc{}} }
 
 func (b *refBuilder) addItems(kind Kind, name string, items []corev1.KeyToPath, optional bool, use string) {
 	if len(items) == 0 {
@@ -178,7 +176,7 @@ func (b *refBuilder) add(kind Kind, name string, all bool, keys []KeyRef, option
 	if name == "" {
 		return
 	}
-	id := ObjectKey{Kind: kind, Name: name}
+	id := objectKey{kind: kind, name: name}
 	acc, ok := b.byObj[id]
 	if !ok {
 		acc = &refAcc{ref: Ref{Kind: kind, Name: name, Optional: true}, keys: map[string]bool{}}

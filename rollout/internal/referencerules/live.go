@@ -536,10 +536,10 @@ func (l *Live) requests(ws []WorkloadRef, kind string) []reconcile.Request {
 // spec and its chains): one Ref per object, every key of both, All if either
 // consumes all, optional only if optional in both.
 func MergeRefs(a, b rollout.Refs) rollout.Refs {
-	m := map[rollout.ObjectKey]*rollout.Ref{}
-	var order []rollout.ObjectKey
+	m := map[refKey]*rollout.Ref{}
+	var order []refKey
 	for _, r := range slices.Concat(a, b) {
-		k := rollout.ObjectKey{Kind: r.Kind, Name: r.Name}
+		k := refKey{Kind: r.Kind, Name: r.Name}
 		cur := m[k]
 		if cur == nil {
 			c := r

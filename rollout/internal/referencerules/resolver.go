@@ -378,7 +378,7 @@ func (r *Resolver) Consumed(kind, namespace, name string) (*Consumption, error) 
 		return nil, nil
 	}
 	c := &Consumption{Refs: map[string]rollout.Refs{}}
-	refs := map[string]map[rollout.ObjectKey]*rollout.Ref{}
+	refs := map[string]map[refKey]*rollout.Ref{}
 	seen := map[string]bool{}
 	var visit func(n node, via string)
 	visit = func(n node, via string) {
@@ -489,13 +489,19 @@ func (r *Resolver) runners(kind string, w *unstructured.Unstructured) []node {
 	return out
 }
 
-func addRef(refs map[string]map[rollout.ObjectKey]*rollout.Ref, ns string, kind rollout.Kind, p pair, optional bool, use string) {
+// refKey names a referenced object within a namespace.
+type refKey struct {
+	Kind rollout.Kind
+	Name string
+}
+
+func addRef(refs map[string]map[refKey]*rollout.Ref, ns string, kind rollout.Kind, p pair, optional bool, use string) {
 	m := refs[ns]
 	if m == nil {
-		m = map[rollout.ObjectKey]*rollout.Ref{}
+		m = map[refKey]*rollout.Ref{}
 		refs[ns] = m
 	}
-	k := rollout.ObjectKey{Kind: kind, Name: p.name}
+	k := refKey{Kind: kind, Name: p.name}
 	ref := m[k]
 	if ref == nil {
 		ref = &rollout.Ref{Kind: kind, Name: p.name, Optional: true}
