@@ -33,9 +33,9 @@ var env *kubetest.Env
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if fuzzing() {
+	if fuzzing() || flag.Lookup("test.list").Value.String() != "" {
 		// The fuzz targets (go test -fuzz, and each of its workers) read no
-		// cluster: no control plane per worker.
+		// cluster: no control plane per worker, nor to list the tests.
 		os.Exit(m.Run())
 	}
 	kubetest.Main(m, &env, kubetest.WithCRDPaths("testdata/crds.yaml", "../../api/v1alpha1/crd"))
