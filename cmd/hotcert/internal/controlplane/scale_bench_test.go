@@ -63,21 +63,7 @@ import (
 // benchmark raises RLIMIT_NOFILE (each process holds one descriptor per agent) up
 // to the hard limit and skips a size the hard limit cannot hold.
 func BenchmarkScaleAgents(b *testing.B) {
-	sizes := []int{1000, 5000, 10000}
-	if testing.Short() {
-		sizes = []int{100}
-	}
-	if v := os.Getenv("HOTCERT_SCALE_AGENTS"); v != "" {
-		sizes = sizes[:0]
-		for f := range strings.SplitSeq(v, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n <= 0 {
-				b.Fatalf("HOTCERT_SCALE_AGENTS=%q: want a comma-separated list of agent counts", v)
-			}
-			sizes = append(sizes, n)
-		}
-	}
-	for _, n := range sizes {
+	for _, n := range scaleSizes(b) {
 		b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) {
 			if err := raiseNoFile(uint64(n) + 512); err != nil {
 				b.Skip(err)
@@ -115,6 +101,8 @@ const (
 	scaleEnvServer = "HOTCERT_SCALE_SERVER" // set in the child: which server to run
 	scaleEnvDir    = "HOTCERT_SCALE_DIR"    // set in the child: the PKI and token files
 	scaleEnvN      = "HOTCERT_SCALE_N"      // set in the child: how many tokens to issue
+	scaleEnvAddr   = "HOTCERT_SCALE_ADDR"   // optional in the child: the address to listen on
+	scaleEnvWindow = "HOTCERT_SCALE_WINDOW" // optional in the child: the drain window
 	scaleLine      = "hotcert-scale: "      // prefix of the child's protocol lines
 )
 
@@ -180,90 +168,18 @@ func raiseNoFile(want uint64) error {
 // runScale starts a server of kind in a child process and connects n agents to it.
 func runScale(b *testing.B, kind string, n int) scaleResult {
 	b.Helper()
-	dir := b.TempDir()
-	ca := hotcerttest.MustNewCA()
-	srvLeaf, cliLeaf := ca.MustIssue(), ca.MustIssue(hotcerttest.WithCommonName("agent"))
-	files := map[string][]byte{"ca.crt": hotcerttest.BundlePEM(ca), "tls.crt": srvLeaf.ChainPEM, "tls.key": srvLeaf.KeyPEM}
-	if kind != scalePlain {
-		priv, err := jwtkeys.GenerateSigningKey(jwtkeys.ES256)
-		if err != nil {
-			b.Fatal(err)
-		}
-		pub, _, err := jwtkeys.PublicKeyPEM(priv)
-		if err != nil {
-			b.Fatal(err)
-		}
-		files[jwtkeys.SigningKeyName], files[jwtkeys.VerificationKeysName] = priv, pub
-	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			b.Fatal(err)
-		}
-	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestScaleServerProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), scaleEnvServer+"="+kind, scaleEnvDir+"="+dir, scaleEnvN+"="+strconv.Itoa(n))
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	lines := bufio.NewScanner(stdout)
-	next := func() string {
-		for lines.Scan() {
-			if l, ok := strings.CutPrefix(lines.Text(), scaleLine); ok {
-				return l
-			}
-		}
-		b.Fatalf("%s server process ended early: %v", kind, lines.Err())
-		return ""
-	}
-	defer func() {
-		stdin.Close() // the child stops its server and exits
-		go io.Copy(io.Discard, stdout)
-		if err := cmd.Wait(); err != nil {
-			b.Errorf("%s server process: %v", kind, err)
-		}
-	}()
-
-	res := scaleResult{Kind: kind, N: n}
-	ready := strings.Fields(next()) // "ready ADDR BEFORE-JSON"
-	if len(ready) != 3 || ready[0] != "ready" {
-		b.Fatalf("%s server process: unexpected line %q", kind, ready)
-	}
-	addr := ready[1]
-	if err := json.Unmarshal([]byte(ready[2]), &res.Before); err != nil {
-		b.Fatal(err)
-	}
+	pki := newScalePKI(b, kind != scalePlain)
+	srv := startScaleServer(b, pki, kind, n)
+	defer srv.stop(b)
+	res := scaleResult{Kind: kind, N: n, Before: srv.before}
+	addr := srv.addr
 	var tokens []string
 	if kind != scalePlain {
-		data, err := os.ReadFile(filepath.Join(dir, "tokens"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		tokens = strings.Split(strings.TrimSpace(string(data)), "\n")
+		tokens = readTokens(b, pki)
 	}
 
-	m, err := hotcert.Validate(hotcert.Content{
-		Cert: hotcert.Input{Name: "client.crt", Data: cliLeaf.ChainPEM},
-		Key:  hotcert.Input{Name: "client.key", Data: cliLeaf.KeyPEM},
-		CA:   hotcert.Input{Name: "ca.crt", Data: files["ca.crt"]},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	identity := hotcert.NewStore(m)
-	creds := grpccreds.NewClient(identity, tlsconfig.WithServerName("localhost"))
-	agentCtx, stopAgents := context.WithCancel(ctx)
+	creds := pki.clientCreds(b)
+	agentCtx, stopAgents := context.WithCancel(context.Background())
 	conns := make([]*grpc.ClientConn, n)
 	var wg sync.WaitGroup
 	var failures atomic.Int64
@@ -300,13 +216,145 @@ func runScale(b *testing.B, kind string, n int) scaleResult {
 		b.Fatalf("%s: %d of %d agents failed to connect, first: %v", kind, f, n, firstErr.Load())
 	}
 
-	if _, err := io.WriteString(stdin, "measure\n"); err != nil {
-		b.Fatal(err)
-	}
-	if err := json.Unmarshal([]byte(strings.TrimPrefix(next(), "after ")), &res.After); err != nil {
-		b.Fatal(err)
-	}
+	res.After = srv.measure(b)
 	return res
+}
+
+// scalePKI is the benchmark's CA, the server's and the agents' certificates and,
+// with tokens, the signing key, as files in dir. The server's key pair is in the
+// kubelet-style volume dir/tls, so a rotation can swap it atomically.
+type scalePKI struct {
+	dir     string
+	ca      *hotcerttest.CA
+	cliLeaf *hotcerttest.Leaf
+	tls     *hotcerttest.AtomicWriter
+	tokens  bool
+}
+
+func newScalePKI(b *testing.B, tokens bool) *scalePKI {
+	b.Helper()
+	p := &scalePKI{dir: b.TempDir(), ca: hotcerttest.MustNewCA(), tokens: tokens}
+	p.cliLeaf = p.ca.MustIssue(hotcerttest.WithCommonName("agent"))
+	p.tls = hotcerttest.MustNewAtomicWriter(filepath.Join(p.dir, "tls"))
+	p.serve(b, p.ca.MustIssue())
+	files := map[string][]byte{"ca.crt": hotcerttest.BundlePEM(p.ca)}
+	if tokens {
+		priv, err := jwtkeys.GenerateSigningKey(jwtkeys.ES256)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pub, _, err := jwtkeys.PublicKeyPEM(priv)
+		if err != nil {
+			b.Fatal(err)
+		}
+		files[jwtkeys.SigningKeyName], files[jwtkeys.VerificationKeysName] = priv, pub
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(p.dir, name), data, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return p
+}
+
+// serve projects leaf as the server's key pair, as the kubelet does.
+func (p *scalePKI) serve(b *testing.B, leaf *hotcerttest.Leaf) {
+	b.Helper()
+	if _, err := p.tls.Write(map[string][]byte{"tls.crt": leaf.ChainPEM, "tls.key": leaf.KeyPEM}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// clientCreds are the agents' transport credentials: grpccreds.NewClient over the
+// agent certificate and the CA, verifying the server as "localhost".
+func (p *scalePKI) clientCreds(b *testing.B) credentials.TransportCredentials {
+	b.Helper()
+	m, err := hotcert.Validate(hotcert.Content{
+		Cert: hotcert.Input{Name: "client.crt", Data: p.cliLeaf.ChainPEM},
+		Key:  hotcert.Input{Name: "client.key", Data: p.cliLeaf.KeyPEM},
+		CA:   hotcert.Input{Name: "ca.crt", Data: hotcerttest.BundlePEM(p.ca)},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return grpccreds.NewClient(hotcert.NewStore(m), tlsconfig.WithServerName("localhost"))
+}
+
+// scaleServer is a server process started by startScaleServer.
+type scaleServer struct {
+	kind   string
+	addr   string
+	before processSample
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout io.Reader
+	lines  *bufio.Scanner
+	cancel context.CancelFunc
+}
+
+// startScaleServer runs TestScaleServerProcess as a child process serving kind with
+// pki, for n agents; env adds settings (HOTCERT_SCALE_WINDOW, HOTCERT_SCALE_ADDR).
+func startScaleServer(b *testing.B, pki *scalePKI, kind string, n int, env ...string) *scaleServer {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestScaleServerProcess$", "-test.count=1")
+	cmd.Env = append(append(os.Environ(), scaleEnvServer+"="+kind, scaleEnvDir+"="+pki.dir, scaleEnvN+"="+strconv.Itoa(n)), env...)
+	cmd.Stderr = os.Stderr
+	s := &scaleServer{kind: kind, cmd: cmd, cancel: cancel}
+	var err error
+	if s.stdin, err = cmd.StdinPipe(); err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.stdout, s.lines = stdout, bufio.NewScanner(stdout)
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	ready := strings.Fields(s.next(b)) // "ready ADDR BEFORE-JSON"
+	if len(ready) != 3 || ready[0] != "ready" {
+		b.Fatalf("%s server process: unexpected line %q", kind, ready)
+	}
+	s.addr = ready[1]
+	if err := json.Unmarshal([]byte(ready[2]), &s.before); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+func (s *scaleServer) next(b *testing.B) string {
+	for s.lines.Scan() {
+		if l, ok := strings.CutPrefix(s.lines.Text(), scaleLine); ok {
+			return l
+		}
+	}
+	b.Fatalf("%s server process ended early: %v", s.kind, s.lines.Err())
+	return ""
+}
+
+// measure asks the server process for a sample of itself.
+func (s *scaleServer) measure(b *testing.B) processSample {
+	b.Helper()
+	if _, err := io.WriteString(s.stdin, "measure\n"); err != nil {
+		b.Fatal(err)
+	}
+	var after processSample
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(s.next(b), "after ")), &after); err != nil {
+		b.Fatal(err)
+	}
+	return after
+}
+
+// stop closes the server process's stdin (it stops its server and exits) and waits.
+func (s *scaleServer) stop(b *testing.B) {
+	s.stdin.Close()
+	go io.Copy(io.Discard, s.stdout)
+	if err := s.cmd.Wait(); err != nil {
+		b.Errorf("%s server process: %v", s.kind, err)
+	}
+	s.cancel()
 }
 
 // scaleAgent opens one agent's connection and stream and returns once its first
@@ -357,7 +405,11 @@ func TestScaleServerProcess(t *testing.T) {
 	path := func(name string) string { return filepath.Join(dir, name) }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	listen := os.Getenv(scaleEnvAddr)
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +417,7 @@ func TestScaleServerProcess(t *testing.T) {
 	serveDone := make(chan error, 1)
 	switch kind {
 	case scalePlain:
-		cert, err := tls.LoadX509KeyPair(path("tls.crt"), path("tls.key"))
+		cert, err := tls.LoadX509KeyPair(path("tls/tls.crt"), path("tls/tls.key"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -385,7 +437,7 @@ func TestScaleServerProcess(t *testing.T) {
 		go func() { serveDone <- gs.Serve(ln) }()
 		defer func() { gs.Stop(); <-serveDone }()
 	default:
-		tlsSrc, err := file.New(file.WithKeyPair(path("tls.crt"), path("tls.key")))
+		tlsSrc, err := file.New(file.WithKeyPair(path("tls/tls.crt"), path("tls/tls.key")))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -407,6 +459,11 @@ func TestScaleServerProcess(t *testing.T) {
 		cfg := controlplane.Config{TLS: tlsSrc, ClientCA: caSrc, Tokens: ks, TokenTTL: 30 * time.Minute, ShutdownGrace: time.Second}
 		if kind == scaleDrain {
 			cfg.DrainWindow, cfg.CutUntrusted = time.Minute, true
+			if w := os.Getenv(scaleEnvWindow); w != "" {
+				if cfg.DrainWindow, err = time.ParseDuration(w); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
 		srv, err := controlplane.New(cfg)
 		if err != nil {
