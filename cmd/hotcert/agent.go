@@ -22,6 +22,7 @@ type agentFlags struct {
 	metricsAddr   string
 	metricsPrefix string
 	metricsLabel  string
+	revokedCAs    []string
 }
 
 func newAgentCommand(g *globals) *cobra.Command {
@@ -69,6 +70,9 @@ A refused token fails the attempt with reason "unauthenticated" and backs off.`,
 	fl.DurationVar(&c.ReconnectOnCertChange, "reconnect-on-cert-change", 0, "with --cert-file: after the client certificate rotates, reconnect at a random time within this window so the server sees it (0: on the next reconnect)")
 	fl.DurationVar(&c.ReconnectJitter, "reconnect-jitter", time.Second, "random delay, up to this, before reconnecting after a drop")
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", "", "serve /metrics and /healthz on this address (off when empty)")
+	fl.BoolVar(&c.TrustGuard, "trust-guard", false, "keep trusting the CA that issued the leaf the control plane serves after the bundle drops it, until the control plane serves a leaf from a CA the bundle keeps (at most --trust-guard-max)")
+	fl.DurationVar(&c.TrustGuardMax, "trust-guard-max", agent.DefaultTrustGuardMax, "with --trust-guard: longest time a CA removed from the bundle stays trusted")
+	fl.StringSliceVar(&f.revokedCAs, "revoked-ca", nil, "with --trust-guard: SHA-256 fingerprint of a CA never kept after removal (repeatable, or comma-separated)")
 	fl.StringVar(&f.metricsPrefix, "metrics-prefix", "hotcert", "prefix of the TLS reload metrics")
 	fl.StringVar(&f.metricsLabel, "metrics-component-label", "component", "label carrying the component in the TLS reload metrics")
 	cli.Alias(fl, "cert-file", "tls-cert")
@@ -95,6 +99,13 @@ func runAgent(ctx context.Context, g *globals, f *agentFlags) error {
 	}
 	cfg := f.cfg
 	cfg.Logger = log
+	for _, s := range f.revokedCAs {
+		fp, err := agent.ParseFingerprint(s)
+		if err != nil {
+			return fmt.Errorf("--revoked-ca %w", err)
+		}
+		cfg.RevokedCAs = append(cfg.RevokedCAs, fp)
+	}
 	if f.tokenFile != "" {
 		cfg.Token = jwtkeys.NewFileTokenSource(f.tokenFile)
 		if _, err := cfg.Token.Token(ctx); err != nil {

@@ -27,6 +27,9 @@ import (
 type serverFlags struct {
 	drainWindow, drainGrace   time.Duration
 	cutUntrusted              bool
+	trustGuard                bool
+	trustGuardMargin          time.Duration
+	trustGuardRemember        time.Duration
 	listen, metricsAddr       string
 	certFile, keyFile, caFile string
 	replica                   string
@@ -86,6 +89,9 @@ docs/jwt-keys.md describes the rotation procedure.`,
 	fl.DurationVar(&f.drainWindow, "drain-window", 0, "after a certificate rotation, move agents onto it: each connection gets a GOAWAY at a random time within this window (0: connections keep the old certificate)")
 	fl.DurationVar(&f.drainGrace, "drain-grace", 30*time.Second, "how long in-flight RPCs of a drained connection may run")
 	fl.BoolVar(&f.cutUntrusted, "cut-untrusted", false, "with --ca-file: disconnect agents whose certificate no longer verifies after the bundle changes")
+	fl.BoolVar(&f.trustGuard, "trust-guard", false, "hold a new certificate back while connected agents do not trust its issuer (they report their bundle); the previous one keeps serving")
+	fl.DurationVar(&f.trustGuardMargin, "trust-guard-margin", controlplane.DefaultTrustGuardMargin, "with --trust-guard: serve a held certificate anyway once the previous one expires within this margin")
+	fl.DurationVar(&f.trustGuardRemember, "trust-guard-remember", controlplane.DefaultTrustGuardRemember, "with --trust-guard: how long an agent whose stream closed still counts, with its last report")
 	fl.DurationVar(&f.workInterval, "work-interval", 0, "push a work item to every agent this often (0: never)")
 	fl.DurationVar(&f.pollInterval, "poll-interval", hotcert.DefaultPollInterval, "re-read the certificate this often even without a file event")
 	fl.DurationVar(&f.settle, "settle", hotcert.DefaultSettle, "how long a pair that does not load is treated as mid-write before it counts as a failure")
@@ -123,6 +129,9 @@ func runServer(ctx context.Context, g *globals, f *serverFlags) error {
 		DrainWindow:           f.drainWindow,
 		DrainGrace:            f.drainGrace,
 		CutUntrusted:          f.cutUntrusted,
+		TrustGuard:            f.trustGuard,
+		TrustGuardMargin:      f.trustGuardMargin,
+		TrustGuardRemember:    f.trustGuardRemember,
 		WorkInterval:          f.workInterval,
 		MetricsOptions:        f.metricsOptions(),
 		ComponentKey:          f.metricsLbl,

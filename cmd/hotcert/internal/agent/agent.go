@@ -56,6 +56,8 @@ type Agent struct {
 	cfg       Config
 	log       *slog.Logger
 	ca        *hotcert.Reloader
+	trust     hotcert.Provider  // what connections verify the control plane with: ca, or guard
+	guard     *trustGuard       // nil without Config.TrustGuard
 	identity  *hotcert.Reloader // client certificate, or nil
 	cc        *grpc.ClientConn
 	conn      atomic.Pointer[net.Conn] // the last handshaken connection
@@ -111,7 +113,12 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: CA bundle: %w", err)
 	}
-	var provider hotcert.Provider = a.ca
+	a.trust = a.ca
+	if cfg.TrustGuard {
+		a.guard = &trustGuard{log: a.log, src: a.ca, max: cfg.TrustGuardMax, now: cfg.Clock, revoked: cfg.RevokedCAs}
+		a.trust = a.guard
+	}
+	provider := a.trust
 	opts := []tlsconfig.Option{tlsconfig.WithReloadOnDial(a.ca)}
 	if cfg.CertFile != "" {
 		idSrc, err := file.New(file.WithKeyPair(cfg.CertFile, cfg.KeyFile))
@@ -125,7 +132,7 @@ func New(cfg Config) (*Agent, error) {
 			return nil, fmt.Errorf("agent: client certificate: %w", err)
 		}
 		provider = a.identity
-		opts = append(opts, tlsconfig.WithTrust(a.ca), tlsconfig.WithReloadOnDial(a.identity))
+		opts = append(opts, tlsconfig.WithTrust(a.trust), tlsconfig.WithReloadOnDial(a.identity))
 	}
 	if cfg.ServerName != "" {
 		opts = append(opts, tlsconfig.WithServerName(cfg.ServerName))
@@ -159,9 +166,22 @@ func New(cfg Config) (*Agent, error) {
 // ID returns the agent's id.
 func (a *Agent) ID() string { return a.cfg.ID }
 
-// CA returns the reloader of the CA bundle: Current is what the next connection
-// trusts, Status the last reload error.
+// CA returns the reloader of the CA bundle: Current is the bundle read last (what
+// the next connection trusts, unless the trust guard keeps a removed CA), Status the
+// last reload error.
 func (a *Agent) CA() *hotcert.Reloader { return a.ca }
+
+// Trust returns what the next connection verifies the control plane with: the
+// bundle, plus the CA the trust guard keeps (Config.TrustGuard).
+func (a *Agent) Trust() hotcert.Provider { return a.trust }
+
+// KeptCA returns the CA the trust guard keeps beyond the bundle, if any.
+func (a *Agent) KeptCA() (hotcert.Fingerprint, bool) {
+	if a.guard == nil {
+		return hotcert.Fingerprint{}, false
+	}
+	return a.guard.Kept()
+}
 
 // ClientCertificate returns the reloader of the client certificate, or nil.
 func (a *Agent) ClientCertificate() *hotcert.Reloader { return a.identity }

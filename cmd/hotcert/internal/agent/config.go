@@ -95,6 +95,19 @@ type Config struct {
 	// the new certificate without waiting for the next drop (0: keep the connection).
 	ReconnectOnCertChange time.Duration
 	OnEvent               func(Event)
+
+	// TrustGuard keeps trusting the CA that issued the leaf the control plane served
+	// at the last handshake after the bundle drops it, until the control plane
+	// serves a leaf from a CA the bundle keeps, for at most TrustGuardMax, logged
+	// when it starts and ends. A CA listed in RevokedCAs is never kept.
+	TrustGuard bool
+	// TrustGuardMax bounds how long a removed CA stays trusted (default
+	// DefaultTrustGuardMax), counted from the read that first lacked it.
+	TrustGuardMax time.Duration
+	// RevokedCAs are CAs (SHA-256 fingerprints) the trust guard never keeps.
+	RevokedCAs []hotcert.Fingerprint
+	// Clock is what TrustGuardMax is judged by (default time.Now).
+	Clock func() time.Time
 }
 
 // CheckServerAddress reports whether addr is a control-plane address an agent can
@@ -117,6 +130,8 @@ func (c *Config) setDefaults() error {
 		return errors.New("agent: a client certificate needs both CertFile and KeyFile")
 	case CheckServerAddress(c.Server) != nil:
 		return fmt.Errorf("agent: Config.Server %w", CheckServerAddress(c.Server))
+	case c.TrustGuardMax < 0:
+		return errors.New("agent: the trust guard's maximum must not be negative")
 	case c.HeartbeatInterval < 0 || c.HeartbeatTimeout < 0 || c.ConnectTimeout < 0 || c.MinBackoff < 0 || c.MaxBackoff < 0 || c.ReconnectJitter < 0:
 		return errors.New("agent: durations must not be negative")
 	}
@@ -140,6 +155,10 @@ func (c *Config) setDefaults() error {
 	def(&c.MinBackoff, time.Second)
 	def(&c.MaxBackoff, 30*time.Second)
 	def(&c.ReconnectJitter, time.Second)
+	def(&c.TrustGuardMax, DefaultTrustGuardMax)
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
 	if c.MaxBackoff < c.MinBackoff {
 		c.MaxBackoff = c.MinBackoff
 	}

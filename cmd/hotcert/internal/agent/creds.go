@@ -26,6 +26,11 @@ func (c *observedCreds) ClientHandshake(ctx context.Context, authority string, r
 		return nil, nil, err
 	}
 	c.a.c.handshakes.Add(1)
+	if g := c.a.guard; g != nil {
+		if ti, ok := info.(credentials.TLSInfo); ok {
+			g.handshaken(ti.State)
+		}
+	}
 	c.a.conn.Store(&conn) // the connection a client-certificate rotation re-handshakes
 	return conn, info, nil
 }

@@ -95,6 +95,26 @@ type Config struct {
 	// signing key changed always gets a token signed by the new key.
 	TokenRenewAfter time.Duration
 
+	// TrustGuard holds a new server certificate back while connected agents that
+	// report their trust do not trust its issuer (from the fleet view): the previous
+	// leaf keeps serving, a log line and the hotcert_controlplane_trust_guard_* metrics
+	// say how many agents lack the issuer, and the new leaf is served as soon as they
+	// all trust it, or once the previous leaf is within TrustGuardMargin of its expiry.
+	TrustGuard bool
+	// TrustGuardMargin is how close to its expiry the previous leaf may come before
+	// a held-back leaf is served anyway (default DefaultTrustGuardMargin).
+	TrustGuardMargin time.Duration
+	// TrustGuardRemember is how long an agent whose stream closed still counts for
+	// the trust guard, with its last report (default DefaultTrustGuardRemember): a
+	// replica restart empties the fleet only for the moment agents take to reconnect.
+	TrustGuardRemember time.Duration
+	// TrustGuardInterval is how often a held-back leaf is re-examined besides on
+	// every agent report (default DefaultTrustGuardInterval).
+	TrustGuardInterval time.Duration
+	// Clock is the time the trust guard judges the margin of expiry by (default
+	// time.Now).
+	Clock func() time.Time
+
 	// OnEvent, if set, is called synchronously for every stream opened and closed,
 	// every failed TLS handshake and every refused token. It must be fast and safe
 	// for concurrent use.
@@ -123,13 +143,25 @@ func (c *Config) setDefaults() error {
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 5 * time.Second
 	}
+	if c.TrustGuardMargin == 0 {
+		c.TrustGuardMargin = DefaultTrustGuardMargin
+	}
+	if c.TrustGuardRemember == 0 {
+		c.TrustGuardRemember = DefaultTrustGuardRemember
+	}
+	if c.TrustGuardInterval == 0 {
+		c.TrustGuardInterval = DefaultTrustGuardInterval
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
 	if c.CutUntrusted && c.ClientCA == nil {
 		return errors.New("controlplane: cutting untrusted peers needs a client CA bundle (mTLS)")
 	}
 	if c.DrainGrace <= 0 {
 		c.DrainGrace = drain.DefaultGrace
 	}
-	if c.MaxConnectionAge < 0 || c.MaxConnectionAgeGrace < 0 || c.WorkInterval < 0 || c.DrainWindow < 0 || c.TokenTTL < 0 || c.TokenRenewAfter < 0 {
+	if c.MaxConnectionAge < 0 || c.MaxConnectionAgeGrace < 0 || c.WorkInterval < 0 || c.DrainWindow < 0 || c.TokenTTL < 0 || c.TokenRenewAfter < 0 || c.TrustGuardMargin < 0 || c.TrustGuardRemember < 0 || c.TrustGuardInterval < 0 {
 		return errors.New("controlplane: durations must not be negative")
 	}
 	if c.Tokens != nil {

@@ -70,6 +70,9 @@ func (s *Server) report(sess *session, t *agentrpc.TrustReport) {
 	s.mu.Lock()
 	sess.trust, sess.reportedAt = t, now
 	s.mu.Unlock()
+	if s.guard != nil && s.guard.pending() {
+		s.guard.evaluate()
+	}
 }
 
 // Fleet returns what the connected agents trust.

@@ -101,10 +101,11 @@ func (s *Server) tokenStatus() *TokenStatus {
 // Status returns the server's status.
 func (s *Server) Status() Status {
 	rs := s.cert.Status()
+	served := s.serving.Current() // with the trust guard, possibly not yet rs.Current
 	st := Status{
 		Replica:        s.cfg.Replica,
 		Component:      s.cfg.Component,
-		Serving:        inspect.Describe(rs.Current.Leaf()),
+		Serving:        inspect.Describe(served.Leaf()),
 		Source:         rs.Current.Source(),
 		Generation:     rs.Current.Generation(),
 		LoadedAt:       rs.Current.LoadedAt().UTC(),
@@ -115,7 +116,7 @@ func (s *Server) Status() Status {
 		Fleet:          s.Fleet(),
 	}
 	now := time.Now()
-	st.Healthy = !now.Before(rs.Current.NotBefore()) && now.Before(rs.Current.NotAfter())
+	st.Healthy = !now.Before(served.NotBefore()) && now.Before(served.NotAfter())
 	if rs.LastError != nil {
 		at := rs.LastErrorAt.UTC()
 		st.LastError, st.LastErrorAt = rs.LastError.Error(), &at

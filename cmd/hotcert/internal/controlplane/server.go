@@ -47,6 +47,8 @@ type Server struct {
 	log      *slog.Logger
 	cert     *hotcert.Reloader
 	clientCA *hotcert.Reloader // nil without mTLS
+	guard    *trustGuard       // nil without Config.TrustGuard
+	serving  drain.Provider    // what handshakes serve: the guard, or the reloader
 	gs       grpcServer
 	conns    connTracker
 
@@ -109,6 +111,16 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: server certificate: %w", err)
 	}
+	s.serving = s.cert
+	if cfg.TrustGuard {
+		s.guard = newTrustGuard(s, s.cert, cfg.TrustGuardMargin, cfg.TrustGuardRemember, cfg.Clock)
+		s.serving = s.guard
+		if cfg.Registerer != nil {
+			if err := cfg.Registerer.Register(guardCollector{g: s.guard}); err != nil {
+				return nil, fmt.Errorf("controlplane: register trust guard metrics: %w", err)
+			}
+		}
+	}
 	var creds credentials.TransportCredentials
 	if cfg.ClientCA != nil {
 		s.clientCA, err = hotcert.New(s.reloadCtx, cfg.ClientCA, reloaderOpts(cfg.Component+"_client_ca",
@@ -117,9 +129,9 @@ func New(cfg Config) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("controlplane: client CA bundle: %w", err)
 		}
-		creds = grpccreds.NewMTLSServer(s.cert, tlsconfig.WithTrust(s.clientCA))
+		creds = grpccreds.NewMTLSServer(s.serving, tlsconfig.WithTrust(s.clientCA))
 	} else {
-		creds = grpccreds.NewServer(s.cert)
+		creds = grpccreds.NewServer(s.serving)
 	}
 
 	opts := []grpc.ServerOption{
@@ -154,7 +166,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DrainWindow > 0 || cfg.CutUntrusted {
 		dopts := []drain.Option{drain.WithLogger(s.log), drain.WithComponent(cfg.Component), drain.WithGrace(cfg.DrainGrace)}
 		if cfg.DrainWindow > 0 {
-			dopts = append(dopts, drain.WithIdentityDrain(s.cert, cfg.DrainWindow))
+			dopts = append(dopts, drain.WithIdentityDrain(s.serving, cfg.DrainWindow))
 		}
 		if cfg.CutUntrusted {
 			dopts = append(dopts, drain.WithTrustCut(s.clientCA))
@@ -208,6 +220,9 @@ func (s *Server) startReloaders() {
 			s.reloaders.Go(func() { _ = r.Start(s.reloadCtx) })
 		}
 	}
+	if s.guard != nil {
+		s.reloaders.Go(func() { s.guard.run(s.reloadCtx, s.cfg.TrustGuardInterval) })
+	}
 }
 
 // Close ends every agent stream, stops the gRPC server (gracefully for at most
@@ -245,6 +260,10 @@ func (s *Server) DropConnections() int { return s.conns.closeAll() }
 // Certificate returns the reloader of the server certificate: its Current material
 // is what the next handshake serves, its Status the last reload error.
 func (s *Server) Certificate() *hotcert.Reloader { return s.cert }
+
+// Serving returns what the next handshake serves: the certificate reloader's
+// material, or with Config.TrustGuard the leaf the guard lets through.
+func (s *Server) Serving() hotcert.Provider { return s.serving }
 
 // Tokens returns the key set agents' tokens are verified and issued with, or nil.
 func (s *Server) Tokens() *jwtkeys.KeySet { return s.cfg.Tokens }

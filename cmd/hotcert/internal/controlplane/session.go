@@ -189,7 +189,11 @@ func (s *Server) addSession(sess *session) {
 func (s *Server) removeSession(sess *session, reason string) {
 	s.mu.Lock()
 	delete(s.sessions, sess)
+	trust := sess.trust
 	s.mu.Unlock()
+	if s.guard != nil {
+		s.guard.streamClosed(sess.info.ID, trust)
+	}
 	s.closed.Add(1)
 	d := time.Since(sess.info.Since)
 	s.log.Debug("agent stream closed", s.cfg.ComponentKey, s.cfg.Component, "replica", s.cfg.Replica, "agent", sess.info.ID,
