@@ -59,16 +59,17 @@ func (c *conn) markDraining() bool {
 }
 
 // oneConnListener hands its one connection to grpc.Server.Serve, then blocks until
-// closed, which is how Serve learns it should return.
+// it or the connection is closed, which is how Serve learns it should return (the
+// connection's transport lives on until the connection closes: Serve returning does
+// not stop it).
 type oneConnListener struct {
-	c      net.Conn
-	once   sync.Once
+	c      *conn
 	ch     chan net.Conn
 	closed chan struct{}
 	close  sync.Once
 }
 
-func newOneConnListener(c net.Conn) *oneConnListener {
+func newOneConnListener(c *conn) *oneConnListener {
 	l := &oneConnListener{c: c, ch: make(chan net.Conn, 1), closed: make(chan struct{})}
 	l.ch <- c
 	return l
@@ -79,6 +80,8 @@ func (l *oneConnListener) Accept() (net.Conn, error) {
 	case c := <-l.ch:
 		return c, nil
 	case <-l.closed:
+		return nil, net.ErrClosed
+	case <-l.c.closed:
 		return nil, net.ErrClosed
 	}
 }

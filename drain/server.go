@@ -137,9 +137,14 @@ func (s *Server) serveConn(c *conn) {
 	}
 	s.conns[c] = srv
 	s.mu.Unlock()
-	s.wg.Go(func() { _ = srv.Serve(newOneConnListener(c)) })
+	// One goroutine per connection: Serve returns once the connection is closed (its
+	// listener's Accept then fails) or the listener is (Stop, GracefulStop), and the
+	// same goroutine then waits for the transport to be gone (peer left, handshake
+	// failed, or drained) and cleans up. A separate watcher goroutine per connection
+	// cost a stack per agent (BenchmarkScaleAgents in the reference control plane).
 	s.wg.Go(func() {
-		<-c.closed // the transport is gone (peer left, handshake failed, or drained)
+		_ = srv.Serve(newOneConnListener(c))
+		<-c.closed
 		srv.Stop()
 		s.mu.Lock()
 		delete(s.conns, c)
