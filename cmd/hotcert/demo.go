@@ -19,6 +19,7 @@ func newDemoCommand(g *globals) *cobra.Command {
 		short    bool
 		brk      string
 		timeout  time.Duration
+		guards   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -44,7 +45,12 @@ of the new key and tokens of the removed key are refused. It prints a summary pe
 phase, writes timeline.svg (which certificate each agent was served and which CAs it
 trusts, over time) and demo.log (in the --log-format and --log-level given), and
 exits non-zero naming any broken invariant. Interrupted (Ctrl-C), it reports only
-the phases that finished.`,
+the phases that finished.
+
+The replicas and agents run with their trust guards on (--trust-guards): with
+--break one-step-ca the unsafe one-step CA swap then completes without a failed
+handshake, the guards saving it; --break one-step-ca --trust-guards=false shows it
+failing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, err := g.logger(); err != nil { // a bad --log-format is a startup error
@@ -71,7 +77,7 @@ the phases that finished.`,
 				return fmt.Errorf("--break %q: the only variant is %q", brk, demo.BreakOneStepCA)
 			}
 			_, err = demo.Run(cmd.Context(), demo.Config{
-				Out: abs, Agents: agents, Replicas: replicas, Short: short, Break: b,
+				Out: abs, Agents: agents, Replicas: replicas, Short: short, Break: b, TrustGuards: guards,
 				Stdout: g.stdout, Terminal: isTerminal(g.stdout), PhaseTimeout: timeout,
 				NewLogger: g.log.Logger, // demo.log in --log-format and --log-level
 			})
@@ -83,7 +89,8 @@ the phases that finished.`,
 	f.IntVar(&agents, "agents", 50, "number of agents")
 	f.IntVar(&replicas, "replicas", 2, "number of control-plane replicas")
 	f.BoolVar(&short, "short", false, "shorter heartbeats, pauses and drain window, for CI")
-	f.StringVar(&brk, "break", "", `play an unsafe variant that must fail: "one-step-ca"`)
+	f.StringVar(&brk, "break", "", `play an unsafe variant: "one-step-ca" (fails with --trust-guards=false)`)
+	f.BoolVar(&guards, "trust-guards", true, "run replicas and agents with their trust guards on (hotcert server/agent --trust-guard)")
 	f.DurationVar(&timeout, "phase-timeout", 60*time.Second, "how long a phase may wait for agents to settle")
 	return cmd
 }

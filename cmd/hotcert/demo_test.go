@@ -35,7 +35,7 @@ func TestDemoCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, _, err = run(ctx, "demo", "--short", "--agents", "4", "--out", t.TempDir(), "--break", "one-step-ca")
+	_, _, err = run(ctx, "demo", "--short", "--agents", "4", "--out", t.TempDir(), "--break", "one-step-ca", "--trust-guards=false")
 	if err == nil || !strings.Contains(err.Error(), "invariant broken") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("a broken invariant must fail the command with a one-line reason, got %v", err)
 	}

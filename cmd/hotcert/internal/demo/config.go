@@ -15,7 +15,8 @@ const (
 	// BreakNone plays the safe story.
 	BreakNone Break = ""
 	// BreakOneStepCA replaces the three-step CA rotation by the unsafe one-step swap
-	// the runbook warns against: agents that reconnect in between fail verification.
+	// the runbook warns against: agents that reconnect in between fail verification,
+	// unless the trust guards are on (Config.TrustGuards).
 	BreakOneStepCA Break = "one-step-ca"
 )
 
@@ -30,8 +31,13 @@ type Config struct {
 	Replicas int
 	// Short shortens waits and heartbeats, for CI.
 	Short bool
-	// Break plays a variant that must fail.
+	// Break plays a variant that must fail (unless TrustGuards saves it).
 	Break Break
+	// TrustGuards turns on the trust guards of the replicas and the agents
+	// (controlplane.Config.TrustGuard, agent.Config.TrustGuard): the one-step CA swap
+	// of BreakOneStepCA then completes without a failed handshake. hotcert demo turns
+	// them on unless --trust-guards=false.
+	TrustGuards bool
 	// Stdout receives progress and the summary.
 	Stdout io.Writer
 	// Terminal makes progress a live status line instead of plain lines.

@@ -11,18 +11,18 @@ import (
 	"time"
 )
 
-func run(t *testing.T, b Break) (*Result, string, error) {
+func run(t *testing.T, b Break, guards bool) (*Result, string, error) {
 	t.Helper()
 	var out strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	res, err := Run(ctx, Config{Out: t.TempDir(), Agents: 10, Short: true, Break: b, Stdout: &out, PhaseTimeout: 30 * time.Second,
+	res, err := Run(ctx, Config{Out: t.TempDir(), Agents: 10, Short: true, Break: b, TrustGuards: guards, Stdout: &out, PhaseTimeout: 30 * time.Second,
 		NewLogger: func(w io.Writer) (*slog.Logger, error) { return slog.New(slog.NewJSONHandler(w, nil)), nil }})
 	return res, out.String(), err
 }
 
 func TestDemoHoldsEveryInvariant(t *testing.T) {
-	res, out, err := run(t, BreakNone)
+	res, out, err := run(t, BreakNone, true) // as hotcert demo runs it
 	if err != nil {
 		t.Fatalf("demo failed: %v\n%s", err, out)
 	}
@@ -96,8 +96,22 @@ func TestDemoHoldsEveryInvariant(t *testing.T) {
 	}
 }
 
+// With the trust guards on (hotcert demo's default), the one-step CA swap completes
+// with zero failed handshakes: the agents keep the old CA while its leaf serves, the
+// replicas serve the new CA's leaf once every agent trusts it.
+func TestDemoTrustGuardsSaveTheOneStepSwap(t *testing.T) {
+	res, out, err := run(t, BreakOneStepCA, true)
+	if err != nil {
+		t.Fatalf("the guarded one-step CA swap broke an invariant: %v\n%s", err, out)
+	}
+	ph := res.Phases[1]
+	if ph.Name != "UNSAFE one-step CA swap (trust guards on)" || ph.Failures != 0 || ph.Err != nil || ph.Handshakes < 20 {
+		t.Fatalf("phase %+v: want the guarded swap, every agent reconnecting twice, no failed handshake", ph)
+	}
+}
+
 func TestDemoReportsAnUnsafeRotation(t *testing.T) {
-	res, out, err := run(t, BreakOneStepCA)
+	res, out, err := run(t, BreakOneStepCA, false)
 	if err == nil {
 		t.Fatalf("the one-step CA swap passed as safe:\n%s", out)
 	}

@@ -62,7 +62,11 @@ func newJWTKey() (*jwtKey, error) {
 func (s *story) phases() []phase {
 	ps := []phase{{name: "renew server certificate", moves: movesDrain, safe: true, run: s.renew}}
 	if s.w.cfg.Break == BreakOneStepCA {
-		ps = append(ps, phase{name: "UNSAFE one-step CA swap", moves: movesForced, safe: true, run: s.oneStepSwap})
+		name := "UNSAFE one-step CA swap"
+		if s.w.cfg.TrustGuards {
+			name += " (trust guards on)"
+		}
+		ps = append(ps, phase{name: name, moves: movesForced, safe: true, run: s.oneStepSwap})
 	} else {
 		ps = append(ps,
 			phase{name: "CA step 1: union bundle", moves: movesForced, safe: true, run: s.caStep1},
@@ -252,7 +256,7 @@ func (s *story) serveEverywhere(ctx context.Context, leaf *hotcerttest.Leaf) err
 	fp := hotcert.FingerprintOf(leaf.Cert)
 	err := s.w.waitFor(ctx, func() bool {
 		for _, r := range s.w.replicas {
-			if r.srv.Certificate().Current().LeafFingerprint() != fp {
+			if r.srv.Serving().Current().LeafFingerprint() != fp {
 				return false
 			}
 		}
@@ -303,10 +307,14 @@ func (s *story) caStep3(ctx context.Context) error {
 }
 
 // oneStepSwap is what the runbook forbids: the bundle switches to the new CA while
-// the replicas still serve the old one. Reconnecting agents fail verification.
+// the replicas still serve the old one. Reconnecting agents fail verification,
+// unless the trust guards are on (guardedSwap).
 func (s *story) oneStepSwap(ctx context.Context) error {
 	if err := s.w.writeBundle(s.newCA); err != nil {
 		return err
+	}
+	if s.w.cfg.TrustGuards {
+		return s.guardedSwap(ctx)
 	}
 	s.w.dropAll()
 	before := s.w.c.handshakeFails.Load()
@@ -316,6 +324,42 @@ func (s *story) oneStepSwap(ctx context.Context) error {
 		return err
 	}
 	return s.reconnectAll(ctx)
+}
+
+// guardedSwap finishes the one-step swap with the trust guards on: every agent
+// keeps the old CA, whose leaf its replica still serves, across a forced reconnect;
+// the replicas serve the new CA's leaf as soon as every agent reports trusting the
+// new CA (which the bundle now holds); on their next handshake the agents land on it
+// and drop the old CA.
+func (s *story) guardedSwap(ctx context.Context) error {
+	w := s.w
+	oldFP := hotcert.FingerprintOf(s.oldCA.Cert)
+	if err := s.reconnectAll(ctx); err != nil {
+		return err
+	}
+	keeping := func(want bool) func() bool {
+		return func() bool {
+			for _, a := range w.agents {
+				if fp, ok := a.KeptCA(); ok != want || (want && fp != oldFP) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	if err := w.waitFor(ctx, keeping(true)); err != nil {
+		return fmt.Errorf("the agents' trust guards did not keep the old CA: %w", err)
+	}
+	if err := s.serveEverywhere(ctx, s.newCA.MustIssue(serverLeaf()...)); err != nil {
+		return err
+	}
+	if err := s.reconnectAll(ctx); err != nil {
+		return err
+	}
+	if err := w.waitFor(ctx, keeping(false)); err != nil {
+		return fmt.Errorf("the agents kept the old CA after landing on the new CA's leaf: %w", err)
+	}
+	return nil
 }
 
 // botched: one replica gets a certificate whose key does not match. It refuses it,

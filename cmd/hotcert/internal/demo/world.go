@@ -205,6 +205,9 @@ func (w *world) startReplica(ctx context.Context, name string, leaf *hotcerttest
 		DrainGrace:  10 * time.Second,
 		Logger:      w.log.With("replica", name),
 		Registerer:  r.reg,
+		// A new leaf whose issuer some agents do not trust yet waits for them.
+		TrustGuard:         w.cfg.TrustGuards,
+		TrustGuardInterval: 100 * time.Millisecond,
 	})
 	if err != nil {
 		return fmt.Errorf("demo: starting %s: %w", name, err)
@@ -262,6 +265,9 @@ func (w *world) startAgent(ctx context.Context, i int) error {
 		MaxBackoff:        time.Second,
 		ReconnectJitter:   jitter,
 		OnEvent:           w.onAgentEvent,
+		// The CA of the leaf the agent's replica serves stays trusted until it serves
+		// a leaf from a CA the bundle keeps.
+		TrustGuard: w.cfg.TrustGuards,
 	})
 	if err != nil {
 		return fmt.Errorf("demo: starting agent %d: %w", i, err)
@@ -330,7 +336,7 @@ func (w *world) sample() {
 		} else {
 			s.Disconnected++
 		}
-		s.Trusted[w.trustName(a.CA().Current())]++
+		s.Trusted[w.trustName(a.Trust().Current())]++
 	}
 	w.tl.Sample(s)
 }
