@@ -33,7 +33,7 @@ func TestDocsRun(t *testing.T) {
 	}{
 		{"../../docs/cli.md", 4, []string{"result: VERIFIED: an agent with this bundle accepts this replica", "refused: expired", "refused: the key does not match",
 			"refused: the certificate does not name cp.example.com", "result: VERIFIED", "result: OK: the reloader would load these files"}},
-		{"../../docs/runbooks/rotate-agent-certificates.md", 5, []string{"ca bundle: 2 CA(s)", "not ready for step 3",
+		{"../../docs/runbooks/rotate-agent-certificates.md", 5, []string{"ca bundle: 2 CA(s)", "step 1 done: 1/1 agents trust dexaflow CA 2026", "step 2 done: 1/1 replicas serve a leaf issued by dexaflow CA 2026", "not ready for step 3",
 			"ready for step 3", "result: VERIFIED", "refused: key_mismatch"}},
 	} {
 		t.Run(filepath.Base(doc.path), func(t *testing.T) {

@@ -31,7 +31,10 @@ type PhaseResult struct {
 	Drained         uint64 // streams a replica ended cleanly to move its agent (graceful reconnect)
 	ReloadP50       time.Duration
 	ReloadP99       time.Duration
-	Err             error
+	// Readiness is the verdict of hotcert rotation status the phase waited for (CA
+	// rotation phases only).
+	Readiness string
+	Err       error
 }
 
 // Result is what a demo run did.
@@ -119,6 +122,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		res.Phases = append(res.Phases, pr)
 		p.linef("%-32s %s", ph.name, verdict(pr))
+		if pr.Readiness != "" {
+			p.linef("%-32s hotcert rotation status: %s", "", pr.Readiness)
+		}
 		if ph.safe {
 			res.Broken = append(res.Broken, brokenIn(pr)...)
 		}
@@ -159,6 +165,7 @@ func (s *story) play(ctx context.Context, ph phase) PhaseResult {
 	drops, forced, reloads := w.c.drops.Load(), w.c.forcedDrops.Load(), w.c.reloads.Load()
 	rejected, bundles, refused, drained := w.c.unauthenticated.Load(), w.c.bundleReloads.Load(), w.refusals(), w.c.drained.Load()
 	lats := len(w.latencies())
+	s.readiness = ""
 	err := ph.run(ctx)
 	pr := PhaseResult{
 		Name:            ph.name,
@@ -174,6 +181,7 @@ func (s *story) play(ctx context.Context, ph phase) PhaseResult {
 		Moves:           ph.moves,
 		Forced:          w.c.forcedDrops.Load() - forced,
 		Drained:         w.c.drained.Load() - drained,
+		Readiness:       s.readiness,
 		Err:             err,
 	}
 	if pr.UnexpectedDrops < 0 {

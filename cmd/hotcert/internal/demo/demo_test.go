@@ -54,6 +54,13 @@ func TestDemoHoldsEveryInvariant(t *testing.T) {
 				ph.Name, ph.Moves, ph.Forced, ph.BundleReloads, ph.Reloads)
 		}
 	}
+	// Each CA step waited for the readiness verdict of hotcert rotation status and
+	// printed it.
+	for i, want := range map[int]string{1: "step 1 done: 10/10 agents trust", 2: "step 2 done: 2/2 replicas serve a leaf issued by", 3: "rotation complete: "} {
+		if ph := res.Phases[i]; !strings.HasPrefix(ph.Readiness, want) || !strings.Contains(out, "hotcert rotation status: "+ph.Readiness) {
+			t.Errorf("%s: readiness %q, want %q… printed", ph.Name, ph.Readiness, want)
+		}
+	}
 	if ph := res.Phases[4]; ph.Refused != 1 {
 		t.Errorf("%s: %d refused reloads, want 1", ph.Name, ph.Refused)
 	}
@@ -107,6 +114,9 @@ func TestDemoTrustGuardsSaveTheOneStepSwap(t *testing.T) {
 	ph := res.Phases[1]
 	if ph.Name != "UNSAFE one-step CA swap (trust guards on)" || ph.Failures != 0 || ph.Err != nil || ph.Handshakes < 20 {
 		t.Fatalf("phase %+v: want the guarded swap, every agent reconnecting twice, no failed handshake", ph)
+	}
+	if !strings.HasPrefix(ph.Readiness, "rotation complete: ") {
+		t.Errorf("the guarded swap ended with readiness %q, want the rotation complete", ph.Readiness)
 	}
 }
 

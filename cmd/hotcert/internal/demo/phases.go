@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/rotation"
 	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/jwtkeys"
 )
@@ -37,7 +38,10 @@ type story struct {
 	current *hotcerttest.Leaf // what every replica serves
 	signing *jwtKey           // the key agent tokens are signed with
 	spread  string            // what the graceful reconnect measured
-	tokens  string            // what the signing-key rotation measured
+	// readiness is the verdict of hotcert rotation status the current phase waited
+	// for ("" in phases outside the CA rotation).
+	readiness string
+	tokens    string // what the signing-key rotation measured
 }
 
 // jwtKey is an agent-token signing key: its PEM private key (signing.key), its PEM
@@ -291,19 +295,30 @@ func (s *story) caStep1(ctx context.Context) error {
 	if err := s.w.writeBundle(s.oldCA, s.newCA); err != nil {
 		return err
 	}
-	return s.reconnectAll(ctx)
+	if err := s.reconnectAll(ctx); err != nil {
+		return err
+	}
+	return s.awaitReadiness(ctx, rotation.StepSwitchServerCert)
 }
 
 // caStep2: switch the server certificate to the new CA; every agent trusts both,
 // and the replicas move them onto it with a graceful drain.
-func (s *story) caStep2(ctx context.Context) error { return s.renewWithDrain(ctx, s.newCA) }
+func (s *story) caStep2(ctx context.Context) error {
+	if err := s.renewWithDrain(ctx, s.newCA); err != nil {
+		return err
+	}
+	return s.awaitReadiness(ctx, rotation.StepRemoveOldCA)
+}
 
 // caStep3: remove the old CA once every replica serves a new-CA certificate.
 func (s *story) caStep3(ctx context.Context) error {
 	if err := s.w.writeBundle(s.newCA); err != nil {
 		return err
 	}
-	return s.reconnectAll(ctx)
+	if err := s.reconnectAll(ctx); err != nil {
+		return err
+	}
+	return s.awaitReadiness(ctx, "")
 }
 
 // oneStepSwap is what the runbook forbids: the bundle switches to the new CA while
@@ -359,7 +374,7 @@ func (s *story) guardedSwap(ctx context.Context) error {
 	if err := w.waitFor(ctx, keeping(false)); err != nil {
 		return fmt.Errorf("the agents kept the old CA after landing on the new CA's leaf: %w", err)
 	}
-	return nil
+	return s.awaitReadiness(ctx, "")
 }
 
 // botched: one replica gets a certificate whose key does not match. It refuses it,

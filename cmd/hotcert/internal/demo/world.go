@@ -33,7 +33,10 @@ type replica struct {
 	keys   *jwtkeys.KeySet // agent-token keys, over the shared key volume
 	addr   string
 	volume *hotcerttest.AtomicWriter
-	reg    *prometheus.Registry
+	// statusURL is its status endpoint (/healthz: its fleet view), read by the
+	// readiness checks of the CA phases.
+	statusURL string
+	reg       *prometheus.Registry
 
 	mu     sync.Mutex
 	swapAt time.Time       // when the kubelet-style rename happened
@@ -217,6 +220,9 @@ func (w *world) startReplica(ctx context.Context, name string, leaf *hotcerttest
 		return fmt.Errorf("demo: %w", err)
 	}
 	r.addr = ln.Addr().String()
+	if err := w.serveStatus(ctx, r); err != nil {
+		return err
+	}
 	unsub := r.srv.Certificate().Subscribe(func(_, next *hotcert.Material) {
 		r.mu.Lock()
 		lat := time.Since(r.swapAt)
