@@ -344,7 +344,8 @@ func readTokens(b *testing.B, pki *scalePKI) []string {
 	return strings.Split(strings.TrimSpace(string(data)), "\n")
 }
 
-// waitAll polls cond every 50ms until it holds, failing after limit.
+// waitAll polls cond every 50ms until it holds, failing after limit (testutil.WaitFor
+// polls every 2 ms for at most 10 s: too often and too short for 10k agents).
 func waitAll(b *testing.B, what string, limit time.Duration, cond func() bool) {
 	b.Helper()
 	deadline := time.Now().Add(limit)
