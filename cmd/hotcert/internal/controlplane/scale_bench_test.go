@@ -47,7 +47,7 @@ import (
 // then the stream stays open.
 //
 // Client and server are separated by process: each server runs in a child process
-// (this test binary re-executed, see TestScaleServerProcess) that measures itself —
+// (this test binary re-executed, see TestMain) that measures itself —
 // heap in use after a GC, VmRSS, goroutines and getrusage CPU — before the agents
 // connect and once every agent holds its stream; the agents run in the benchmark
 // process. The figures per connection are those deltas divided by N, so the agents'
@@ -292,12 +292,12 @@ type scaleServer struct {
 	cancel context.CancelFunc
 }
 
-// startScaleServer runs TestScaleServerProcess as a child process serving kind with
+// startScaleServer runs scaleServerProcess (this test binary, see TestMain) as a child process serving kind with
 // pki, for n agents; env adds settings (HOTCERT_SCALE_WINDOW, HOTCERT_SCALE_ADDR).
 func startScaleServer(b *testing.B, pki *scalePKI, kind string, n int, env ...string) *scaleServer {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestScaleServerProcess$", "-test.count=1")
+	cmd := exec.CommandContext(ctx, os.Args[0])
 	cmd.Env = append(append(os.Environ(), scaleEnvServer+"="+kind, scaleEnvDir+"="+pki.dir, scaleEnvN+"="+strconv.Itoa(n)), env...)
 	cmd.Stderr = os.Stderr
 	s := &scaleServer{kind: kind, cmd: cmd, cancel: cancel}
@@ -387,14 +387,49 @@ func scaleAgent(ctx context.Context, addr string, creds credentials.TransportCre
 	return cc, nil
 }
 
-// TestScaleServerProcess is BenchmarkScaleAgents' server process; it is skipped
-// unless the benchmark starts it. It serves until its stdin closes, printing its
-// address and a sample of itself when ready and another after "measure".
-func TestScaleServerProcess(t *testing.T) {
-	kind, dir := os.Getenv(scaleEnvServer), os.Getenv(scaleEnvDir)
-	if kind == "" {
-		t.Skip("the server process of BenchmarkScaleAgents")
+// failer is what the server process and the samplers need of a test: a
+// *testing.B in the benchmark, exitOnFailure in the server process.
+type failer interface {
+	Helper()
+	Fatal(args ...any)
+	Error(args ...any)
+}
+
+// exitOnFailure reports the server process's failures on stderr and in its exit
+// status, where the benchmark sees them.
+type exitOnFailure struct{ failed bool }
+
+func (*exitOnFailure) Helper() {}
+
+func (*exitOnFailure) Fatal(args ...any) {
+	fmt.Fprintln(os.Stderr, args...)
+	os.Exit(1)
+}
+
+func (f *exitOnFailure) Error(args ...any) {
+	fmt.Fprintln(os.Stderr, args...)
+	f.failed = true
+}
+
+// TestMain runs the package's tests, or, in the child process that
+// BenchmarkScaleAgents starts (scaleEnvServer set), that benchmark's server.
+func TestMain(m *testing.M) {
+	if os.Getenv(scaleEnvServer) != "" {
+		var f exitOnFailure
+		scaleServerProcess(&f)
+		if f.failed {
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
+	os.Exit(m.Run())
+}
+
+// scaleServerProcess is BenchmarkScaleAgents' server process. It serves until its
+// stdin closes, printing its address and a sample of itself when ready and another
+// after "measure".
+func scaleServerProcess(t failer) {
+	kind, dir := os.Getenv(scaleEnvServer), os.Getenv(scaleEnvDir)
 	n, err := strconv.Atoi(os.Getenv(scaleEnvN))
 	if err != nil {
 		t.Fatal(err)
@@ -532,7 +567,7 @@ func plainHandler(st grpc.ServerStream) error {
 	}
 }
 
-func sampleProcess(t *testing.T) processSample {
+func sampleProcess(t failer) processSample {
 	t.Helper()
 	runtime.GC()
 	var ms runtime.MemStats
@@ -550,7 +585,7 @@ func sampleProcess(t *testing.T) processSample {
 }
 
 // vmRSS is the process's resident set size from /proc/self/status.
-func vmRSS(t *testing.T) uint64 {
+func vmRSS(t failer) uint64 {
 	data, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		t.Fatal(err)
