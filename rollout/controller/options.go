@@ -18,8 +18,11 @@ const (
 	DefaultMaxRollouts        = 30
 	DefaultBudgetWindow       = time.Minute
 	DefaultRolloutWaitTimeout = 10 * time.Minute
-	DefaultMaxConcurrency     = 4
-	DefaultMetricsPrefix      = "hotcert"
+	// DefaultTrustRecheck is how often a change deferred by the trust guard
+	// is checked again.
+	DefaultTrustRecheck   = 30 * time.Second
+	DefaultMaxConcurrency = 4
+	DefaultMetricsPrefix  = "hotcert"
 )
 
 // SecretCache is how the controller watches and caches Secrets and ConfigMaps.
@@ -66,6 +69,10 @@ type Options struct {
 	// DefaultRolloutWaitTimeout). A Deployment past its progress deadline is not
 	// waited for.
 	RolloutWaitTimeout time.Duration
+	// TrustRecheck is how often a change the trust guard defers (see
+	// rollout.AnnotationTrustedBy) is checked again (default
+	// DefaultTrustRecheck).
+	TrustRecheck time.Duration
 	// DryRun makes the controller write nothing: it reports the rollouts it would
 	// do with an Event and a metric. A workload's hotcert.dev/dry-run annotation
 	// does the same for one workload.
@@ -134,6 +141,9 @@ func (o Options) Default() Options {
 	}
 	if o.RolloutWaitTimeout == 0 {
 		o.RolloutWaitTimeout = DefaultRolloutWaitTimeout
+	}
+	if o.TrustRecheck <= 0 {
+		o.TrustRecheck = DefaultTrustRecheck
 	}
 	if o.MaxConcurrentReconciles == 0 {
 		o.MaxConcurrentReconciles = DefaultMaxConcurrency

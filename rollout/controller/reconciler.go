@@ -131,7 +131,7 @@ type workload struct {
 // reconcile decides, in named steps, what to do with one workload: load it,
 // resolve what it consumes, then refuse (a required object or key is missing),
 // adopt (record the baseline), rebase (it now consumes other objects or keys),
-// refuse (unusable TLS), defer (not yet valid TLS, minimum interval, previous
+// refuse (unusable TLS), defer (not yet valid TLS, trust guard, minimum interval, previous
 // rollout, budget) or roll. Each step that fails says which it was.
 func (r *reconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	w, cons, err := r.load(ctx, req)
@@ -166,6 +166,12 @@ func (r *reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if early := pending(w.cfg.NotYetValid, w.now); len(early) > 0 {
 		return r.deferUntilValid(w, what, early), nil
+	}
+	if conflicts, err := r.trustGuard(ctx, w); err != nil || len(conflicts) > 0 {
+		if err != nil {
+			return reconcile.Result{}, wrapStep("checking the trust guard of", w, err)
+		}
+		return r.deferUntilTrusted(w, what, conflicts), nil
 	}
 	if w.dry {
 		r.report.report(w.obj, r.kind.name, w.key, outcome{
