@@ -18,17 +18,21 @@ MODULES   := $(shell $(GO) list -m -f '{{.Dir}}' 2>/dev/null)
 BENCH_MOD := $(CURDIR)/bench
 PKGS      := $(addsuffix /...,$(filter-out $(BENCH_MOD),$(MODULES)))
 
-.PHONY: all test unit vet fmt-check k8s-bins trust-manager image bench demo tidy clean
+.PHONY: all test unit vet fmt-check tools k8s-bins trust-manager image bench demo tidy clean
 
 all: vet test
 
-## test: build the Kubernetes binaries and trust-manager the tests need (once), then run every test with -race.
-test: k8s-bins trust-manager spire-bins vet fmt-check
+## test: install the system tools and build the binaries the tests need (once), then run every test with -race.
+test: tools k8s-bins trust-manager spire-bins vet fmt-check
 	$(GO) test $(TEST_FLAGS) $(PKGS)
 
 ## unit: run the tests without building Kubernetes binaries (tests that need them fail, never skip).
 unit:
 	$(GO) test $(TEST_FLAGS) $(PKGS)
+
+## tools: install openssl, promtool and gcc from Debian's packages when missing.
+tools:
+	@hack/tools.sh
 
 vet:
 	$(GO) vet $(addsuffix /...,$(MODULES))

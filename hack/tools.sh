@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install the system tools `make test` needs besides Go, from Debian's packages:
+#   openssl   the runbook's and tests' cross-checks (openssl s_client, x509 -serial)
+#   promtool  the alert rules' unit tests (Debian's prometheus package)
+#   gcc       spire-server links SQLite with cgo (hack/build-spire.sh)
+# Nothing is installed when every tool is there. Without root or apt-get, it says
+# what to install and fails.
+set -euo pipefail
+
+need=()
+command -v openssl >/dev/null || need+=(openssl)
+command -v promtool >/dev/null || need+=(prometheus)
+command -v gcc >/dev/null || need+=(gcc)
+[ ${#need[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
+	echo "tools: ERROR: install ${need[*]} (Debian/Ubuntu package names), then run make test again" >&2
+	exit 1
+fi
+echo "tools: installing ${need[*]} with apt-get..."
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
