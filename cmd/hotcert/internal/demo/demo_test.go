@@ -191,7 +191,8 @@ func requireTimelineShowsEveryPhase(t *testing.T, res *Result) {
 		}
 	}
 	for _, want := range []string{"band served: cert 1 (CA 2025)", "band served: cert 3 (CA 2026)", "band trusted: trusts CA 2025",
-		"band trusted: trusts CA 2025 + CA 2026", "band trusted: trusts CA 2026"} {
+		"band trusted: trusts CA 2025 + CA 2026", "band trusted: trusts CA 2026",
+		"band issuer: issued by CA 2025", "band issuer: issued by CA 2026"} {
 		if !bands[want] {
 			t.Errorf("timeline lacks the %s (has %v)", want, bands)
 		}

@@ -9,24 +9,27 @@ import (
 	"time"
 )
 
-// The picture: three panels over one time axis, each with a scale of its own.
+// The picture: four panels over one time axis, each with a scale of its own.
 //
 //  1. the server certificate of each agent's stream (stacked bands, one per
 //     certificate, and agents not connected), with the replicas' reloads, refusals
 //     and signing-key steps marked above it;
 //  2. the CA bundle each agent trusts (stacked bands, one per set of CAs), with the
 //     agents' bundle reloads marked above it;
-//  3. TLS handshakes per interval, ok and failed.
+//  3. the CA that issued the leaf each replica serves (stacked bands, replicas);
+//  4. TLS handshakes per interval, ok and failed.
 //
-// Phases, forced reconnects and graceful drains are vertical lines across all
-// three. Every band and mark carries its class and phase (data-phase), so a test
+// Together the bands show a CA rotation's progress: agents by the CAs they trust,
+// replicas by the issuer they serve. Phases, forced reconnects and graceful drains
+// are vertical lines across the panels. Every band and mark carries its class and phase (data-phase), so a test
 // can read the picture back.
 const (
-	svgWidth, svgHeight = 1240.0, 690.0
+	svgWidth, svgHeight = 1240.0, 780.0
 	plotLeft, plotRight = 64.0, 300.0 // the legend lives right of the plot
 	servedTop, servedH  = 86.0, 210.0
 	trustTop, trustH    = 346.0, 130.0
-	hsTop, hsH          = 520.0, 70.0
+	issuerTop, issuerH  = 520.0, 50.0
+	hsTop, hsH          = 610.0, 70.0
 	axisY               = hsTop + hsH
 	hsBuckets           = 120
 )
@@ -34,6 +37,7 @@ const (
 var (
 	servedColors  = []string{"#4e79a7", "#59a14f", "#76b7b2", "#9c755f", "#edc948", "#b07aa1"}
 	trustColors   = []string{"#f28e2b", "#b07aa1", "#e15759", "#59a14f", "#76b7b2"}
+	issuerColors  = []string{"#8cd17d", "#499894", "#f1ce63", "#86bcb6", "#ff9d9a"}
 	notConnected  = "#d9d9d9"
 	markColors    = map[MarkKind]string{MarkReload: "#1f4e99", MarkBundleReload: "#7b3294", MarkFailure: "#d62728", MarkForced: "#e8740c", MarkDrain: "#2ca02c", MarkKeys: "#333333", MarkPhase: "#888888"}
 	notConnectedL = "not connected"
@@ -41,13 +45,14 @@ var (
 
 // WriteSVG draws the timeline as one SVG document.
 func (t *Timeline) WriteSVG(w io.Writer, title string) error {
-	samples, marks, certs, bundles := t.snapshot()
+	samples, marks, certs, bundles, issuers := t.snapshot()
 	plotW := svgWidth - plotLeft - plotRight
 	end := time.Second
-	agents := 1
+	agents, replicas := 1, 1
 	for _, s := range samples {
 		end = max(end, s.At)
 		agents = max(agents, total(s.Served)+s.Disconnected, total(s.Trusted))
+		replicas = max(replicas, total(s.Issuers))
 	}
 	for _, m := range marks {
 		end = max(end, m.At)
@@ -58,7 +63,7 @@ func (t *Timeline) WriteSVG(w io.Writer, title string) error {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif" font-size="11">`+"\n", svgWidth, svgHeight, svgWidth, svgHeight)
 	b.WriteString(`<rect width="100%" height="100%" fill="white"/>` + "\n")
 	fmt.Fprintf(&b, `<text x="%.0f" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", plotLeft, esc(title))
-	fmt.Fprintf(&b, `<text x="%.0f" y="38" fill="#555">which server certificate each agent was served and which CAs it trusts, over time (one scale per panel)</text>`+"\n", plotLeft)
+	fmt.Fprintf(&b, `<text x="%.0f" y="38" fill="#555">which server certificate each agent was served, which CAs it trusts, and which CA issued what each replica serves, over time (one scale per panel)</text>`+"\n", plotLeft)
 
 	// Panels: bands and their own y scales.
 	served := func(s Sample) []int {
@@ -85,6 +90,15 @@ func (t *Timeline) WriteSVG(w io.Writer, title string) error {
 	panel(&b, "served", "server certificate of each agent's stream (agents)", servedTop, servedH, plotW, agents, samples, x, served, servedLabels, servedFill)
 	panel(&b, "trusted", "CA bundle each agent trusts (agents)", trustTop, trustH, plotW, agents, samples, x, trusted, bundles,
 		func(i int) string { return trustColors[i%len(trustColors)] })
+	issued := func(s Sample) []int {
+		v := make([]int, 0, len(issuers))
+		for _, c := range issuers {
+			v = append(v, s.Issuers[c])
+		}
+		return v
+	}
+	panel(&b, "issuer", "CA that issued the certificate each replica serves (replicas)", issuerTop, issuerH, plotW, replicas, samples, x, issued, issuers,
+		func(i int) string { return issuerColors[i%len(issuerColors)] })
 	handshakes(&b, samples, end, plotW)
 
 	// Time axis.
@@ -97,7 +111,7 @@ func (t *Timeline) WriteSVG(w io.Writer, title string) error {
 	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="#555">time since start</text>`+"\n", plotLeft+plotW+12, axisY+15)
 
 	drawMarks(&b, marks, x)
-	legend(&b, plotLeft+plotW+24, servedLabels, servedFill, bundles)
+	legend(&b, plotLeft+plotW+24, servedLabels, servedFill, bundles, issuers)
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -205,7 +219,7 @@ func drawMarks(b *strings.Builder, marks []Mark, x func(time.Duration) float64) 
 }
 
 // legend explains every band and mark.
-func legend(b *strings.Builder, lx float64, servedLabels []string, servedFill func(int) string, bundles []string) {
+func legend(b *strings.Builder, lx float64, servedLabels []string, servedFill func(int) string, bundles, issuers []string) {
 	y := servedTop
 	line := func(format string, args ...any) {
 		fmt.Fprintf(b, format, args...)
@@ -221,6 +235,11 @@ func legend(b *strings.Builder, lx float64, servedLabels []string, servedFill fu
 	line(`<text x="%.1f" y="%.1f" font-weight="bold">CA bundle trusted</text>`, lx, y)
 	for i, l := range bundles {
 		line(`<rect class="legend-entry" x="%.1f" y="%.1f" width="12" height="10" fill="%s"/><text x="%.1f" y="%.1f">%s</text>`, lx, y-9, trustColors[i%len(trustColors)], lx+18, y, esc(l))
+	}
+	y += 6
+	line(`<text x="%.1f" y="%.1f" font-weight="bold">issuer replicas serve</text>`, lx, y)
+	for i, l := range issuers {
+		line(`<rect class="legend-entry" x="%.1f" y="%.1f" width="12" height="10" fill="%s"/><text x="%.1f" y="%.1f">%s</text>`, lx, y-9, issuerColors[i%len(issuerColors)], lx+18, y, esc(l))
 	}
 	y += 6
 	line(`<text x="%.1f" y="%.1f" font-weight="bold">marks</text>`, lx, y)

@@ -28,7 +28,9 @@ type Sample struct {
 	// Trusted counts agents by the CA bundle they trust.
 	Trusted map[string]int
 	// Disconnected counts agents without a stream.
-	Disconnected     int
+	Disconnected int
+	// Issuers counts replicas by the CA that issued the leaf they serve.
+	Issuers          map[string]int
 	HandshakesOK     uint64 // cumulative
 	HandshakesFailed uint64 // cumulative
 }
@@ -49,8 +51,8 @@ type Timeline struct {
 	samples []Sample
 	marks   []Mark
 	phase   string
-	// certs and bundles are the band labels in order of first appearance.
-	certs, bundles []string
+	// certs, bundles and issuers are the band labels in order of first appearance.
+	certs, bundles, issuers []string
 }
 
 // NewTimeline starts a timeline at now.
@@ -69,6 +71,11 @@ func (t *Timeline) Sample(s Sample) {
 	for _, k := range sortedKeys(s.Trusted) {
 		if !slices.Contains(t.bundles, k) {
 			t.bundles = append(t.bundles, k)
+		}
+	}
+	for _, k := range sortedKeys(s.Issuers) {
+		if !slices.Contains(t.issuers, k) {
+			t.issuers = append(t.issuers, k)
 		}
 	}
 	t.samples = append(t.samples, s)
@@ -92,10 +99,10 @@ func (t *Timeline) Marks() []Mark {
 }
 
 // snapshot returns copies of everything WriteSVG draws.
-func (t *Timeline) snapshot() (samples []Sample, marks []Mark, certs, bundles []string) {
+func (t *Timeline) snapshot() (samples []Sample, marks []Mark, certs, bundles, issuers []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return slices.Clone(t.samples), slices.Clone(t.marks), slices.Clone(t.certs), slices.Clone(t.bundles)
+	return slices.Clone(t.samples), slices.Clone(t.marks), slices.Clone(t.certs), slices.Clone(t.bundles), slices.Clone(t.issuers)
 }
 
 func sortedKeys(m map[string]int) []string {

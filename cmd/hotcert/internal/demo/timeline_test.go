@@ -85,12 +85,12 @@ func texts(els []svgElement) string {
 	return b.String()
 }
 
-// The picture is the rotation: a band per served certificate and per trusted CA
-// set, stacked to the fleet size, marks tagged with their phase, and a legend
+// The picture is the rotation: a band per served certificate, per trusted CA set
+// and per issuer the replicas serve, stacked to the fleet's and the replicas' size, marks tagged with their phase, and a legend
 // naming every band and every kind of mark.
 func TestTimelineDrawsBandsMarksAndLegend(t *testing.T) {
 	tl := NewTimeline()
-	tl.Sample(Sample{Served: map[string]int{"cert 1 (CA 2025)": 10}, Trusted: map[string]int{"trusts CA 2025": 10}})
+	tl.Sample(Sample{Served: map[string]int{"cert 1 (CA 2025)": 10}, Trusted: map[string]int{"trusts CA 2025": 10}, Issuers: map[string]int{"issued by CA 2025": 2}})
 	tl.Mark(MarkPhase, "CA step 1: <union> bundle")
 	tl.Mark(MarkForced, "forced reconnect")
 	tl.Mark(MarkBundleReload, "agent-0 trusts CA 2025 + CA 2026")
@@ -100,7 +100,8 @@ func TestTimelineDrawsBandsMarksAndLegend(t *testing.T) {
 	tl.Mark(MarkReload, "replica-0 serves serial 0A")
 	tl.Mark(MarkFailure, "replica-1 refused")
 	tl.Mark(MarkKeys, "JWT step 1")
-	tl.Sample(Sample{Served: map[string]int{"cert 2 (CA 2026)": 10}, Trusted: map[string]int{"trusts CA 2025 + CA 2026": 10}, HandshakesOK: 16, HandshakesFailed: 1})
+	tl.Sample(Sample{Served: map[string]int{"cert 2 (CA 2026)": 10}, Trusted: map[string]int{"trusts CA 2025 + CA 2026": 10}, Issuers: map[string]int{"issued by CA 2025": 1, "issued by CA 2026": 1},
+		HandshakesOK: 16, HandshakesFailed: 1})
 	var b strings.Builder
 	if err := tl.WriteSVG(&b, "hotcert demo"); err != nil {
 		t.Fatal(err)
@@ -114,7 +115,8 @@ func TestTimelineDrawsBandsMarksAndLegend(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"band served: cert 1 (CA 2025)", "band served: cert 2 (CA 2026)", "band served: not connected",
-		"band trusted: trusts CA 2025", "band trusted: trusts CA 2025 + CA 2026"} {
+		"band trusted: trusts CA 2025", "band trusted: trusts CA 2025 + CA 2026",
+		"band issuer: issued by CA 2025", "band issuer: issued by CA 2026"} {
 		if bands[want] == "" {
 			t.Errorf("no %s (bands: %v)", want, bands)
 		}
@@ -136,7 +138,7 @@ func TestTimelineDrawsBandsMarksAndLegend(t *testing.T) {
 		t.Errorf("phase marks: %+v", ms)
 	}
 	legend := texts(els)
-	for _, want := range []string{"cert 1 (CA 2025)", "cert 2 (CA 2026)", "not connected", "trusts CA 2025 + CA 2026",
+	for _, want := range []string{"cert 1 (CA 2025)", "cert 2 (CA 2026)", "not connected", "trusts CA 2025 + CA 2026", "issued by CA 2026",
 		"a replica serves a new certificate", "an agent loaded a new CA bundle", "refused (last good kept)",
 		"graceful reconnect (drain window)", "forced reconnect (all dropped)", "signing-key rotation step", "a phase starts"} {
 		if !strings.Contains(legend, want) {

@@ -80,6 +80,7 @@ type world struct {
 	mu           sync.Mutex
 	connectTimes []time.Time                    // when each agent stream was registered
 	certNames    map[hotcert.Fingerprint]string // server certificates by the names the timeline shows
+	issuerNames  map[hotcert.Fingerprint]string // the issuer's name of each of those certificates
 	caNames      map[hotcert.Fingerprint]string // CAs likewise
 
 	cancel context.CancelFunc
@@ -105,7 +106,7 @@ func newWorld(cfg Config, rootCA *hotcerttest.CA, first *hotcerttest.Leaf, signi
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	w := &world{cfg: cfg, logFile: logFile, tl: NewTimeline(), certNames: map[hotcert.Fingerprint]string{}, caNames: map[hotcert.Fingerprint]string{}}
+	w := &world{cfg: cfg, logFile: logFile, tl: NewTimeline(), certNames: map[hotcert.Fingerprint]string{}, issuerNames: map[hotcert.Fingerprint]string{}, caNames: map[hotcert.Fingerprint]string{}}
 	w.sink = newLogSink(logFile)
 	if w.log, err = cfg.NewLogger(w.sink); err != nil {
 		logFile.Close()
@@ -301,8 +302,21 @@ func (w *world) nameCert(leaf *hotcerttest.Leaf) {
 	defer w.mu.Unlock()
 	fp := hotcert.FingerprintOf(leaf.Cert)
 	if _, ok := w.certNames[fp]; !ok {
-		w.certNames[fp] = fmt.Sprintf("cert %d (%s)", len(w.certNames)+1, w.caNames[hotcert.FingerprintOf(leaf.Issuer.Cert)])
+		issuer := w.caNames[hotcert.FingerprintOf(leaf.Issuer.Cert)]
+		w.certNames[fp] = fmt.Sprintf("cert %d (%s)", len(w.certNames)+1, issuer)
+		w.issuerNames[fp] = issuer
 	}
+}
+
+// issuerName returns the timeline name of the CA that issued the server
+// certificate fp.
+func (w *world) issuerName(fp hotcert.Fingerprint) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n, ok := w.issuerNames[fp]; ok {
+		return "issued by " + n
+	}
+	return "another issuer"
 }
 
 // certName returns the timeline name of a server certificate.
@@ -335,7 +349,7 @@ func (w *world) trustName(m *hotcert.Material) string {
 
 // sample records the state of the fleet on the timeline.
 func (w *world) sample() {
-	s := Sample{Served: map[string]int{}, Trusted: map[string]int{}, HandshakesOK: w.c.connects.Load(), HandshakesFailed: w.c.handshakeFails.Load()}
+	s := Sample{Served: map[string]int{}, Trusted: map[string]int{}, Issuers: map[string]int{}, HandshakesOK: w.c.connects.Load(), HandshakesFailed: w.c.handshakeFails.Load()}
 	for _, a := range w.agents {
 		if fp, ok := a.ServerFingerprint(); ok {
 			s.Served[w.certName(fp)]++
@@ -343,6 +357,11 @@ func (w *world) sample() {
 			s.Disconnected++
 		}
 		s.Trusted[w.trustName(a.Trust().Current())]++
+	}
+	for _, r := range w.replicas {
+		if m := r.srv.Serving().Current(); m.HasIdentity() {
+			s.Issuers[w.issuerName(m.LeafFingerprint())]++
+		}
 	}
 	w.tl.Sample(s)
 }
