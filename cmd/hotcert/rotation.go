@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,6 +26,8 @@ func newRotationStatusCommand(g *globals) *cobra.Command {
 		opts               rotation.Options
 		addrs, statusURLs  []string
 		statusPort, output string
+		slicesFile         string
+		portName           string
 		wait               rotation.WaitOptions
 	)
 	cmd := &cobra.Command{
@@ -43,13 +48,18 @@ Stragglers are named: an agent whose bundle lacks the new CA, an agent of an old
 release that reads its bundle only at start, a replica still serving the old leaf,
 a replica that cannot be reached.
 
-Replicas are given by address (pods, not a load-balanced Service): this binary links
-no Kubernetes client and cannot discover them. Give each replica's status endpoint
-with --status-url (one per --replica, in order) or --status-port (same host).
+Replicas are given by address (pods, not a load-balanced Service), or read from the
+Service's EndpointSlices as kubectl prints them (--endpointslices FILE, - for stdin;
+this binary links no Kubernetes client, kubectl does the reading). Give each
+replica's status endpoint with --status-url (one per --replica, in order) or
+--status-port (same host).
 
 With --wait STEP it looks again every --interval until STEP is safe (exit 0) or
 --timeout has passed (exit 1, naming the stragglers). See docs/rotation.md.`,
 		Example: `  hotcert rotation status --replica 10.0.0.7:9091 --replica 10.0.0.8:9091 --status-port 9090 \
+    --server-name cp.dexaflow.svc --old-ca-file ca-2025.crt --new-ca-file ca-2026.crt
+  kubectl get endpointslices -n dexaflow -l kubernetes.io/service-name=control-plane -o json |
+    hotcert rotation status --endpointslices - --port-name grpc --status-port 9090 \
     --server-name cp.dexaflow.svc --old-ca-file ca-2025.crt --new-ca-file ca-2026.crt
   hotcert rotation status ... --wait switch-server-cert --timeout 10m -o json`,
 		Args: cobra.NoArgs,
@@ -61,6 +71,13 @@ With --wait STEP it looks again every --interval until STEP is safe (exit 0) or
 			if _, err := g.logger(); err != nil {
 				return err
 			}
+			if slicesFile != "" {
+				found, err := replicasFromEndpointSlices(cmd.InOrStdin(), slicesFile, portName)
+				if err != nil {
+					return err
+				}
+				addrs = append(addrs, found...)
+			}
 			if opts.Replicas, err = rotation.ReplicasFrom(addrs, statusURLs, statusPort); err != nil {
 				return err
 			}
@@ -69,6 +86,8 @@ With --wait STEP it looks again every --interval until STEP is safe (exit 0) or
 	}
 	fl := cmd.Flags()
 	fl.StringArrayVar(&addrs, "replica", nil, "HOST:PORT of one replica's gRPC listener (repeat for every replica)")
+	fl.StringVar(&slicesFile, "endpointslices", "", "read the replicas from this file of EndpointSlices (kubectl get endpointslices -l kubernetes.io/service-name=NAME -o json; - for stdin)")
+	fl.StringVar(&portName, "port-name", "", "with --endpointslices, the name of the gRPC port (default: the slices' only port)")
 	fl.StringArrayVar(&statusURLs, "status-url", nil, "status endpoint of the replica of the same position, e.g. http://10.0.0.7:9090/healthz")
 	fl.StringVar(&statusPort, "status-port", "", "port of every replica's status endpoint on the replica's host (http://HOST:PORT/healthz)")
 	fl.StringVar(&opts.OldCAFile, "old-ca-file", "", "the CA being retired (PEM)")
@@ -106,4 +125,22 @@ func runRotationStatus(ctx context.Context, g *globals, opts rotation.Options, w
 		return err
 	}
 	return verr
+}
+
+// replicasFromEndpointSlices reads the replicas' addresses from the EndpointSlices
+// in file (- for in).
+func replicasFromEndpointSlices(in io.Reader, file, portName string) ([]string, error) {
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, fmt.Errorf("--endpointslices: %w", err)
+		}
+		defer f.Close()
+		in = f
+	}
+	addrs, err := rotation.AddressesFromEndpointSlices(in, portName)
+	if err != nil {
+		return nil, fmt.Errorf("--endpointslices %s: %w", file, err)
+	}
+	return addrs, nil
 }

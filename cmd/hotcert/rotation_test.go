@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -35,13 +37,28 @@ func TestRotationStatusCommand(t *testing.T) {
 		"--ca-file", filepath.Join(caDir.Dir(), "ca.crt"), "--heartbeat-interval", "50ms")
 	logAttr(t, agentLog, "connected to control plane", "replica")
 
+	oldFile, newFile := writeTemp(t, "old.crt", hotcerttest.BundlePEM(oldCA)), writeTemp(t, "new.crt", hotcerttest.BundlePEM(newCA))
 	args := []string{"rotation", "status", "--replica", addr, "--status-url", status, "--server-name", "localhost",
-		"--old-ca-file", writeTemp(t, "old.crt", hotcerttest.BundlePEM(oldCA)), "--new-ca-file", writeTemp(t, "new.crt", hotcerttest.BundlePEM(newCA))}
+		"--old-ca-file", oldFile, "--new-ca-file", newFile}
 	out, _, err := run(ctx, append(args, "-o", "json")...)
 	var rep rotation.Report
 	if err != nil || json.Unmarshal([]byte(out), &rep) != nil || rep.Next != rotation.StepAddNewCA || rep.Agents.Total != 1 || rep.Replicas[0].Name != "cp-0" {
 		t.Fatalf("rotation status -o json: %v\n%s", err, out)
 	}
+
+	// The same replica found in its Service's EndpointSlices, as kubectl prints them.
+	host, port, _ := net.SplitHostPort(addr)
+	slices := writeTemp(t, "endpointslices.json", fmt.Appendf(nil, `{"kind": "List", "items": [{"kind": "EndpointSlice",
+		"ports": [{"name": "metrics", "port": 1}, {"name": "grpc", "port": %s}],
+		"endpoints": [{"addresses": [%q], "conditions": {"ready": true}}, {"addresses": ["192.0.2.1"], "conditions": {"ready": false}}]}]}`, port, host))
+	out, _, err = run(ctx, "rotation", "status", "--endpointslices", slices, "--port-name", "grpc", "--status-url", status, "--server-name", "localhost",
+		"--old-ca-file", oldFile, "--new-ca-file", newFile, "-o", "json")
+	rep = rotation.Report{}
+	if err != nil || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Replicas) != 1 || rep.Replicas[0].Name != "cp-0" || rep.Agents.Total != 1 {
+		t.Fatalf("rotation status --endpointslices: %v\n%s", err, out)
+	}
+	_, _, err = run(ctx, "rotation", "status", "--endpointslices", slices, "--status-url", status, "--old-ca-file", oldFile, "--new-ca-file", newFile)
+	requireOneLine(t, err, "name the gRPC one with --port-name")
 
 	out, _, err = run(ctx, append(args, "-o", "json", "--wait", "switch-server-cert", "--timeout", "200ms", "--interval", "20ms")...)
 	rep = rotation.Report{}
