@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hotcert/hotcert/internal/kubetest"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -45,7 +46,7 @@ func checkReferenceRules(t *testing.T, objs []*unstructured.Unstructured, as res
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range decodeYAML(t, raw) {
+	for _, r := range kubetest.DecodeYAML(t, raw) {
 		// Dry run: a stored rule would reach the controllers of the
 		// package's other tests, whose own rules for these kinds it
 		// would clash with (one rule per kind); and under a generated name,
@@ -97,7 +98,7 @@ func checkReferenceRules(t *testing.T, objs []*unstructured.Unstructured, as res
 	if err != nil {
 		t.Fatal(err)
 	}
-	grant := decodeYAML(t, raw)
+	grant := kubetest.DecodeYAML(t, raw)
 	if len(grant) != 1 || grant[0].GetKind() != "ClusterRole" {
 		t.Fatalf("rbac.yaml: want one ClusterRole, have %d objects", len(grant))
 	}

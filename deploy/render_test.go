@@ -2,22 +2,20 @@ package deploy
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/hotcert/hotcert/internal/kubetest"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
@@ -26,26 +24,6 @@ var (
 	chartDir     = filepath.Join("helm", "hotcert-controller")
 	kustomizeDir = "kustomize"
 )
-
-// decodeYAML splits a multi-document YAML stream into objects.
-func decodeYAML(t testing.TB, data []byte) []*unstructured.Unstructured {
-	t.Helper()
-	var out []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out
-			}
-			t.Fatalf("decoding YAML: %v", err)
-		}
-		if len(m) == 0 {
-			continue
-		}
-		out = append(out, &unstructured.Unstructured{Object: m})
-	}
-}
 
 // kustomize builds deploy/kustomize/<path> as `kubectl kustomize` does.
 func kustomize(t testing.TB, path string) []*unstructured.Unstructured {
@@ -59,7 +37,7 @@ func kustomize(t testing.TB, path string) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatalf("kustomize build %s: %v", path, err)
 	}
-	return decodeYAML(t, raw)
+	return kubetest.DecodeYAML(t, raw)
 }
 
 // helmTemplate renders the chart as `helm template --include-crds` does, after
@@ -104,7 +82,7 @@ func helmTemplateErr(t testing.TB, release, namespace string, values map[string]
 		}
 		fmt.Fprintf(&out, "---\n# Source: %s\n%s\n", name, files[name])
 	}
-	return decodeYAML(t, out.Bytes()), nil
+	return kubetest.DecodeYAML(t, out.Bytes()), nil
 }
 
 // lintMessages runs Helm's linter with values and returns its warnings and

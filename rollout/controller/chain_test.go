@@ -45,7 +45,7 @@ func kagentRules(t testing.TB) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		objs := decodeYAML(t, data)
+		objs := kubetest.DecodeYAML(t, data)
 		objs = append(objs, &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "hotcert.dev/v1alpha1", "kind": "ReferenceRule",
 			"metadata": map[string]any{"name": "test-kagent-modelprovider"},

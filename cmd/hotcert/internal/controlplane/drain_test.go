@@ -26,14 +26,7 @@ func TestDrainWindowMovesAgentsOntoTheRenewedCertificate(t *testing.T) {
 	agents := startAgents(t, 6, []*replica{r}, newCAVolume(t, ca), events.record)
 	renewed := ca.MustIssue()
 	r.serve(t, renewed)
-	testutil.WaitFor(t, "every agent on the renewed certificate", func() bool {
-		for _, a := range agents {
-			if fp, ok := a.ServerFingerprint(); !ok || fp != r.srv.Certificate().Current().LeafFingerprint() {
-				return false
-			}
-		}
-		return true
-	})
+	waitForServerCert(t, "every agent on the renewed certificate", agents, renewed)
 	requireNoFailures(t, "drain", []*replica{r}, agents)
 	events.mu.Lock()
 	defer events.mu.Unlock()

@@ -283,6 +283,21 @@ func requireServerCert(t *testing.T, agents []*testAgent, want *hotcerttest.Leaf
 	}
 }
 
+// waitForServerCert waits until every agent's current stream was opened with the
+// server certificate want.
+func waitForServerCert(t *testing.T, what string, agents []*testAgent, want *hotcerttest.Leaf) {
+	t.Helper()
+	fp := hotcert.FingerprintOf(want.Cert)
+	testutil.WaitFor(t, what, func() bool {
+		for _, a := range agents {
+			if got, ok := a.ServerFingerprint(); !ok || got != fp {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // metricValue returns the value of the metric name with the given labels (0 when
 // absent).
 func metricValue(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) float64 {

@@ -89,14 +89,7 @@ func TestMaxConnectionAgeMovesAgentsToTheRenewedCertificate(t *testing.T) {
 	agents := startAgents(t, 4, []*replica{r}, newCAVolume(t, ca))
 	renewed := ca.MustIssue()
 	r.serve(t, renewed)
-	testutil.WaitFor(t, "every agent to reconnect onto the renewed certificate", func() bool {
-		for _, a := range agents {
-			if fp, ok := a.ServerFingerprint(); !ok || fp != r.srv.Certificate().Current().LeafFingerprint() {
-				return false
-			}
-		}
-		return true
-	})
+	waitForServerCert(t, "every agent to reconnect onto the renewed certificate", agents, renewed)
 	requireNoFailures(t, "max connection age", []*replica{r}, agents)
 }
 

@@ -1,4 +1,4 @@
-package controller
+package kubetest
 
 import (
 	"bytes"
@@ -10,8 +10,9 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
-// decodeYAML splits a multi-document YAML stream into objects.
-func decodeYAML(t testing.TB, data []byte) []*unstructured.Unstructured {
+// DecodeYAML splits a multi-document YAML (or JSON) stream — manifests, rendered
+// charts, kustomize output — into objects, skipping empty documents.
+func DecodeYAML(t testing.TB, data []byte) []*unstructured.Unstructured {
 	t.Helper()
 	var out []*unstructured.Unstructured
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
