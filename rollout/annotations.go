@@ -38,5 +38,16 @@ const (
 	AnnotationLastRollout = "hotcert.dev/last-rollout"
 )
 
+// Annotations users set on a consumed Secret or ConfigMap (see [Exceptions]).
+const (
+	// AnnotationIgnoreKeys names keys of the object, comma-separated, whose
+	// changes never roll a workload: they are left out of the hash.
+	AnnotationIgnoreKeys = "hotcert.dev/ignore-keys"
+
+	// AnnotationIgnore set to "true" makes no change of the object roll a
+	// workload, and its TLS content is not checked either.
+	AnnotationIgnore = "hotcert.dev/ignore"
+)
+
 // FieldManager is the field manager name of the controller's writes.
 const FieldManager = "hotcert-controller"

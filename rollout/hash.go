@@ -48,6 +48,9 @@ const (
 	// ReasonCrossNamespace: a chain leads to an object in another namespace
 	// and the hashes are not keyed.
 	ReasonCrossNamespace Reason = "cross_namespace"
+	// ReasonInvalidAnnotation: an exception annotation of a consumed object
+	// is malformed (it excepts nothing).
+	ReasonInvalidAnnotation Reason = "invalid_annotation"
 )
 
 func (p Problem) String() string {
@@ -81,7 +84,16 @@ type Config struct {
 	// NotYetValid lists consumed keys whose TLS content is correct but not
 	// valid yet, each with its NotBefore (when the Objects were digested).
 	NotYetValid []Problem
+	// Malformed lists consumed objects whose exception annotations cannot be
+	// read (see [Exceptions]); they except nothing.
+	Malformed []Problem
 }
+
+// Ignored starts the value of an entry of [Config.Entries] that an exception
+// annotation leaves out of the hash (see [Exceptions]): the rest of the value
+// is what it would be without the annotation, so that a change of ignored
+// content can still be told and reported.
+const Ignored = "!"
 
 // Lookup returns the current version of the object kind/name of the workload's
 // namespace, or nil (and no error) when it does not exist.
@@ -122,22 +134,28 @@ func Compute(namespace string, refs Refs, lookup Lookup, opts ...HashOption) (*C
 	out := &Config{Entries: map[string]string{KeyIDEntry: keyID(cfg.key)}}
 	full := newHash()
 	writeLP(full, []byte(hashVersion))
-	// entry records one (name, value) pair in the stream and in Entries.
-	entry := func(name string, value []byte) {
-		writeLP(full, []byte(name))
-		writeLP(full, value)
+	// entry records one (name, value) pair in Entries and, unless it is
+	// ignored, in the stream.
+	entry := func(name string, value []byte, ignored bool) {
+		mark := ""
+		if ignored {
+			mark = Ignored
+		} else {
+			writeLP(full, []byte(name))
+			writeLP(full, value)
+		}
 		switch {
 		case len(value) == 1 && value[0] == absent:
-			out.Entries[name] = "-"
+			out.Entries[name] = mark + "-"
 		case len(value) == 1 && value[0] == present:
-			out.Entries[name] = "+"
+			out.Entries[name] = mark + "+"
 		default:
 			h := newHash()
 			writeLP(h, []byte("hotcert.dev/applied-keys/v1"))
 			writeLP(h, []byte(namespace))
 			writeLP(h, []byte(name))
 			writeLP(h, value)
-			out.Entries[name] = hex.EncodeToString(h.Sum(nil)[:8])
+			out.Entries[name] = mark + hex.EncodeToString(h.Sum(nil)[:8])
 		}
 	}
 	for _, r := range refs {
@@ -150,11 +168,16 @@ func Compute(namespace string, refs Refs, lookup Lookup, opts ...HashOption) (*C
 			if !r.Optional {
 				out.Missing = append(out.Missing, Problem{Kind: r.Kind, Name: r.Name, Reason: ReasonMissingObject})
 			}
-			entry(objName, []byte{absent})
+			entry(objName, []byte{absent}, false)
 			for _, k := range r.Keys {
-				entry(objName+"/"+k.Key, []byte{absent})
+				entry(objName+"/"+k.Key, []byte{absent}, false)
 			}
 			continue
+		}
+		exc := obj.Exceptions
+		if exc.Err != nil {
+			out.Malformed = append(out.Malformed, Problem{Kind: r.Kind, Name: r.Name, Reason: ReasonInvalidAnnotation,
+				Detail: fmt.Sprintf("%s %s: %v", r.Kind, DisplayName(r.Name), exc.Err)})
 		}
 		keys := make([]string, 0, len(r.Keys))
 		for _, k := range r.Keys {
@@ -164,26 +187,30 @@ func Compute(namespace string, refs Refs, lookup Lookup, opts ...HashOption) (*C
 			}
 		}
 		if r.All {
-			names := sortedKeys(obj.Keys)
+			// Ignored keys come and go without changing the set.
+			names := slices.DeleteFunc(sortedKeys(obj.Keys), func(k string) bool { return !exc.Object && exc.Ignores(k) })
 			ks := sha256.New()
 			for _, k := range names {
 				writeLP(ks, []byte(k))
 			}
-			entry(objName, ks.Sum(nil))
-			keys = append(keys, names...)
+			entry(objName, ks.Sum(nil), exc.Object)
+			for k := range obj.Keys {
+				keys = append(keys, k)
+			}
 			slices.Sort(keys)
 			keys = slices.Compact(keys)
 		} else {
-			entry(objName, []byte{present})
+			entry(objName, []byte{present}, exc.Object)
 		}
 		for _, k := range keys {
+			ignored := exc.Ignores(k)
 			d, ok := obj.Keys[k]
 			if !ok {
-				entry(objName+"/"+k, []byte{absent})
+				entry(objName+"/"+k, []byte{absent}, ignored)
 				continue
 			}
-			entry(objName+"/"+k, d[:])
-			if err := obj.Problems[k]; err != nil {
+			entry(objName+"/"+k, d[:], ignored)
+			if err := obj.Problems[k]; err != nil && !ignored {
 				var early *NotYetValidError
 				if errors.As(err, &early) {
 					out.NotYetValid = append(out.NotYetValid, Problem{Kind: r.Kind, Name: r.Name, Key: k, Reason: ReasonNotYetValid, Detail: err.Error(), NotBefore: early.NotBefore})

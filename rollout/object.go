@@ -29,6 +29,9 @@ type Object struct {
 	Keys map[string]Digest
 	// Problems holds, per key, why its TLS content is unusable (see [CheckTLS]).
 	Problems map[string]error
+	// Exceptions are the keys (or the whole object) its annotations exclude
+	// from rolling.
+	Exceptions Exceptions
 }
 
 // SecretObject digests a Secret, checking its TLS content at now.
@@ -36,7 +39,7 @@ func SecretObject(s *corev1.Secret, now time.Time) *Object {
 	o := &Object{
 		Kind: KindSecret, Namespace: s.Namespace, Name: s.Name, UID: s.UID,
 		ResourceVersion: s.ResourceVersion, Type: s.Type,
-		Keys: make(map[string]Digest, len(s.Data)),
+		Keys: make(map[string]Digest, len(s.Data)), Exceptions: ParseExceptions(s.Annotations),
 	}
 	for k, v := range s.Data {
 		o.Keys[k] = sha256.Sum256(v)
@@ -51,6 +54,7 @@ func ConfigMapObject(c *corev1.ConfigMap, now time.Time) *Object {
 		Kind: KindConfigMap, Namespace: c.Namespace, Name: c.Name, UID: c.UID,
 		ResourceVersion: c.ResourceVersion,
 		Keys:            make(map[string]Digest, len(c.Data)+len(c.BinaryData)),
+		Exceptions:      ParseExceptions(c.Annotations),
 	}
 	data := make(map[string][]byte, len(c.Data)+len(c.BinaryData))
 	for k, v := range c.Data {

@@ -155,6 +155,9 @@ func (r *reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		w.recorded = r.dryRunBaseline(w.key, w.recorded, w.cfg)
 	}
+	if err := r.recordIgnored(ctx, w); err != nil {
+		return reconcile.Result{}, wrapStep("recording the ignored changes of", w, err)
+	}
 	changes := w.recorded.Changes(w.cfg)
 	if len(changes) == 0 {
 		return reconcile.Result{}, wrapStep("recording the new baseline of", w, r.rebase(ctx, w))

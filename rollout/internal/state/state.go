@@ -124,7 +124,8 @@ func (s State) Changes(cfg *rollout.Config) []Change {
 	for _, name := range sortedKeys(cfg.Entries) {
 		cur := cfg.Entries[name]
 		old, ok := s.Keys[name]
-		if !ok || old == cur || strings.HasPrefix(name, "#") {
+		if !ok || old == cur || strings.HasPrefix(name, "#") || ignored(old) || ignored(cur) {
+			// Ignored content (see Ignored) never rolls.
 			continue
 		}
 		kind, obj, key := splitEntry(name)
@@ -152,14 +153,14 @@ func (s State) Changes(cfg *rollout.Config) []Change {
 			// The set of keys of a fully consumed object changed: name them.
 			prefix := name + "/"
 			for _, e := range sortedKeys(cfg.Entries) {
-				if k, ok := strings.CutPrefix(e, prefix); ok {
+				if k, ok := strings.CutPrefix(e, prefix); ok && !ignored(cfg.Entries[e]) {
 					if _, had := s.Keys[e]; !had {
 						out = append(out, Change{Kind: kind, Name: obj, Key: k, What: "added"})
 					}
 				}
 			}
 			for _, e := range sortedKeys(s.Keys) {
-				if k, ok := strings.CutPrefix(e, prefix); ok {
+				if k, ok := strings.CutPrefix(e, prefix); ok && !ignored(s.Keys[e]) {
 					if _, has := cfg.Entries[e]; !has {
 						out = append(out, Change{Kind: kind, Name: obj, Key: k, What: "removed"})
 					}
