@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,7 +36,8 @@ import (
 // handshakes completed by agents) in any one second (goal for the drain: ≤ 1.5 × N/W, reported as the multiple
 // "-peak-x"), failed stream opens, streams lost with an error (goal for the drain:
 // 0 and 0), and how long until every agent held a stream again (for the drain: on
-// the new certificate; goal ≤ W plus grace).
+// the new certificate; goal ≤ W plus grace). With HOTCERT_SCALE_TSV=DIR each size
+// updates its row of DIR/rotation-scale.tsv.
 //
 // Sizes as BenchmarkScaleAgents (-short: 100 agents); W is N/200 per second of
 // window with a 5 s minimum (1k: 5 s, 5k: 25 s, 10k: 50 s), a rate this 2-core
@@ -67,12 +69,29 @@ func BenchmarkScaleRotation(b *testing.B) {
 				b.ReportMetric(float64(p.ph.losses), p.name+"-losses")
 				b.ReportMetric(p.ph.allBack.Seconds(), p.name+"-allback-s")
 			}
+			cells := map[string]string{"window_s": fmtFloat(window.Seconds(), 0), "n_per_w": fmtFloat(rate, 0)}
+			for _, p := range []struct {
+				name string
+				ph   phaseResult
+			}{{"drain", r.drain}, {"restart", r.restart}} {
+				cells[p.name+"_peak_per_s"] = strconv.Itoa(p.ph.peak)
+				cells[p.name+"_peak_x"] = fmtFloat(float64(p.ph.peak)/rate, 2)
+				cells[p.name+"_failures"] = strconv.FormatInt(p.ph.failures, 10)
+				cells[p.name+"_losses"] = strconv.FormatInt(p.ph.losses, 10)
+				cells[p.name+"_allback_s"] = fmtFloat(p.ph.allBack.Seconds(), 1)
+			}
+			writeScaleTSV(b, "rotation-scale.tsv", rotationTSVHeader, n, cells)
 			if r.drain.failures != 0 || r.drain.losses != 0 {
 				b.Errorf("drain: %d failed stream opens and %d lost streams, want 0 (first: %v)", r.drain.failures, r.drain.losses, r.drain.firstErr)
 			}
 		})
 	}
 }
+
+// rotationTSVHeader is docs/data/rotation-scale.tsv's.
+var rotationTSVHeader = []string{"agents", "window_s", "n_per_w",
+	"drain_peak_per_s", "drain_peak_x", "drain_failures", "drain_losses", "drain_allback_s",
+	"restart_peak_per_s", "restart_peak_x", "restart_failures", "restart_losses", "restart_allback_s"}
 
 // scaleSizes are the agent counts of the scale benchmarks: 1k, 5k, 10k; 100 with
 // -short; or the list in HOTCERT_SCALE_AGENTS.
@@ -260,7 +279,7 @@ func runRotation(b *testing.B, n int, window time.Duration) rotationResult {
 	}()
 	var log openLog
 	for i := range agents {
-		a := &rotationAgent{id: fmt.Sprintf("agent-%05d", i), token: tokens[i]}
+		a := &rotationAgent{id: scaleAgentID(i), token: tokens[i]}
 		cc, err := grpc.NewClient("passthrough:///"+srv.addr,
 			grpc.WithTransportCredentials(&fpCreds{TransportCredentials: creds, a: a, log: &log}),
 			grpc.WithPerRPCCredentials(jwtgrpc.NewPerRPCCredentials(jwtkeys.StaticToken(a.token))),

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,8 +24,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
@@ -55,14 +58,21 @@ import (
 // cost of accepting an agent: TLS handshake, HTTP/2 setup, token verification,
 // register and the first heartbeat.
 //
-// Three servers: plain (grpc.Server, static tls.Config, no tokens), controlplane
-// (mTLS and tokens, no drain) and controlplane+drain (DrainWindow and CutUntrusted:
-// one drain.Server with a grpc.Server per connection). Ratios are against plain.
+// Four servers: plain (grpc.Server, static tls.Config, no tokens), plaintok (the
+// same with the control plane's token work: the stream interceptor verifying the
+// bearer token, a fresh token signed into the registered reply), controlplane (mTLS
+// and tokens, no drain) and controlplane+drain (DrainWindow and CutUntrusted: one
+// drain.Server with a grpc.Server per connection). Ratios are against plain ("-x")
+// and against plaintok ("-xtok"): the second is what hotcert's machinery costs
+// beyond the work any token-authenticated server does.
 //
-// -short connects 100 agents; HOTCERT_SCALE_AGENTS=1000,5000 picks the sizes. The
-// benchmark raises RLIMIT_NOFILE (each process holds one descriptor per agent) up
-// to the hard limit and skips a size the hard limit cannot hold.
+// -short connects 100 agents; HOTCERT_SCALE_AGENTS=1000,5000 picks the sizes and
+// HOTCERT_SCALE_SERVERS=plaintok,cp the servers. The benchmark raises
+// RLIMIT_NOFILE (each process holds one descriptor per agent) up to the hard limit
+// and skips a size the hard limit cannot hold. With HOTCERT_SCALE_TSV=DIR each size
+// updates its row of DIR/agents-scale.tsv (see scale_tsv_test.go).
 func BenchmarkScaleAgents(b *testing.B) {
+	kinds := scaleServers(b)
 	for _, n := range scaleSizes(b) {
 		b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) {
 			if err := raiseNoFile(uint64(n) + 512); err != nil {
@@ -71,7 +81,7 @@ func BenchmarkScaleAgents(b *testing.B) {
 			var res []scaleResult
 			for range b.N {
 				res = res[:0]
-				for _, kind := range []string{scalePlain, scaleControlPlane, scaleDrain} {
+				for _, kind := range kinds {
 					res = append(res, runScale(b, kind, n))
 				}
 			}
@@ -83,18 +93,44 @@ func BenchmarkScaleAgents(b *testing.B) {
 				b.ReportMetric(r.GoroutinesPerConn(), r.Kind+"-goroutines/conn")
 				b.ReportMetric(r.CPUPerConn().Seconds()*1e6, r.Kind+"-cpuµs/conn")
 			}
-			base := res[0]
-			for _, r := range res[1:] {
-				b.ReportMetric(r.HeapPerConn()/base.HeapPerConn(), r.Kind+"-heap-x")
-				b.ReportMetric(r.RSSPerConn()/base.RSSPerConn(), r.Kind+"-rss-x")
-				b.ReportMetric(float64(r.CPUPerConn())/float64(base.CPUPerConn()), r.Kind+"-cpu-x")
+			for _, base := range []struct{ kind, suffix string }{{scalePlain, "-x"}, {scalePlainTokens, "-xtok"}} {
+				bi := slices.IndexFunc(res, func(r scaleResult) bool { return r.Kind == base.kind })
+				if bi < 0 {
+					continue
+				}
+				for _, r := range res[bi+1:] {
+					heap, rss, cpu := r.ratios(res[bi])
+					b.ReportMetric(heap, r.Kind+"-heap"+base.suffix)
+					b.ReportMetric(rss, r.Kind+"-rss"+base.suffix)
+					b.ReportMetric(cpu, r.Kind+"-cpu"+base.suffix)
+				}
 			}
+			writeAgentsTSV(b, n, res)
 		})
 	}
 }
 
+// scaleServers are the servers BenchmarkScaleAgents measures, in order: every kind,
+// or the list in HOTCERT_SCALE_SERVERS.
+func scaleServers(b *testing.B) []string {
+	all := []string{scalePlain, scalePlainTokens, scaleControlPlane, scaleDrain}
+	v := strings.TrimSpace(os.Getenv("HOTCERT_SCALE_SERVERS"))
+	if v == "" {
+		return all
+	}
+	var kinds []string
+	for k := range strings.SplitSeq(v, ",") {
+		if k = strings.TrimSpace(k); !slices.Contains(all, k) {
+			b.Fatalf("HOTCERT_SCALE_SERVERS=%q: %q is none of %v", v, k, all)
+		}
+		kinds = append(kinds, k)
+	}
+	return kinds
+}
+
 const (
 	scalePlain        = "plain"
+	scalePlainTokens  = "plaintok"
 	scaleControlPlane = "cp"
 	scaleDrain        = "cpdrain"
 
@@ -134,14 +170,18 @@ func (r scaleResult) CPUPerConn() time.Duration {
 	return (r.After.CPU - r.Before.CPU) / time.Duration(r.N)
 }
 
+// ratios are r's heap, RSS and CPU per connection as multiples of base's.
+func (r scaleResult) ratios(base scaleResult) (heap, rss, cpu float64) {
+	return r.HeapPerConn() / base.HeapPerConn(), r.RSSPerConn() / base.RSSPerConn(), float64(r.CPUPerConn()) / float64(base.CPUPerConn())
+}
+
 func logScaleTable(b *testing.B, n int, res []scaleResult) {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%d agents\n%-8s %10s %12s %12s %10s %12s %8s %8s %8s\n", n, "server", "connect", "heap/conn", "rss/conn", "gor/conn", "cpu/conn", "heap x", "rss x", "cpu x")
-	base := res[0]
+	fmt.Fprintf(&sb, "%d agents (x: against %s)\n%-8s %10s %12s %12s %10s %12s %8s %8s %8s\n", n, res[0].Kind, "server", "connect", "heap/conn", "rss/conn", "gor/conn", "cpu/conn", "heap x", "rss x", "cpu x")
 	for _, r := range res {
+		heap, rss, cpu := r.ratios(res[0])
 		fmt.Fprintf(&sb, "%-8s %10s %10.1fKiB %10.1fKiB %10.2f %12s %8.2f %8.2f %8.2f\n", r.Kind, r.Connect.Round(time.Millisecond),
-			r.HeapPerConn()/1024, r.RSSPerConn()/1024, r.GoroutinesPerConn(), r.CPUPerConn().Round(time.Microsecond),
-			r.HeapPerConn()/base.HeapPerConn(), r.RSSPerConn()/base.RSSPerConn(), float64(r.CPUPerConn())/float64(base.CPUPerConn()))
+			r.HeapPerConn()/1024, r.RSSPerConn()/1024, r.GoroutinesPerConn(), r.CPUPerConn().Round(time.Microsecond), heap, rss, cpu)
 	}
 	b.Log(sb.String())
 }
@@ -194,7 +234,7 @@ func runScale(b *testing.B, kind string, n int) scaleResult {
 			if tokens != nil {
 				token = tokens[i]
 			}
-			cc, err := scaleAgent(agentCtx, addr, creds, fmt.Sprintf("agent-%05d", i), token)
+			cc, _, err := scaleAgent(agentCtx, addr, creds, scaleAgentID(i), token)
 			conns[i] = cc
 			if err != nil {
 				failures.Add(1)
@@ -222,22 +262,31 @@ func runScale(b *testing.B, kind string, n int) scaleResult {
 
 // scalePKI is the benchmark's CA, the server's and the agents' certificates and,
 // with tokens, the signing key, as files in dir. The server's key pair is in the
-// kubelet-style volume dir/tls, so a rotation can swap it atomically.
+// kubelet-style volume dir/tls and the client CA bundle in dir/ca (ca.crt), so a
+// rotation or a bundle change can swap either atomically. The bundle also holds a
+// second CA, dropped, whose agents (dropLeaf) a bundle change can cut.
 type scalePKI struct {
-	dir     string
-	ca      *hotcerttest.CA
-	cliLeaf *hotcerttest.Leaf
-	tls     *hotcerttest.AtomicWriter
-	tokens  bool
+	dir      string
+	ca       *hotcerttest.CA
+	cliLeaf  *hotcerttest.Leaf
+	dropped  *hotcerttest.CA
+	dropLeaf *hotcerttest.Leaf
+	tls, cas *hotcerttest.AtomicWriter
+	tokens   bool
 }
+
+const scaleCAFile = "ca/ca.crt" // the client CA bundle, in dir
 
 func newScalePKI(b *testing.B, tokens bool) *scalePKI {
 	b.Helper()
-	p := &scalePKI{dir: b.TempDir(), ca: hotcerttest.MustNewCA(), tokens: tokens}
+	p := &scalePKI{dir: b.TempDir(), ca: hotcerttest.MustNewCA(), dropped: hotcerttest.MustNewCA(), tokens: tokens}
 	p.cliLeaf = p.ca.MustIssue(hotcerttest.WithCommonName("agent"))
+	p.dropLeaf = p.dropped.MustIssue(hotcerttest.WithCommonName("agent of a dropped CA"))
 	p.tls = hotcerttest.MustNewAtomicWriter(filepath.Join(p.dir, "tls"))
+	p.cas = hotcerttest.MustNewAtomicWriter(filepath.Join(p.dir, "ca"))
 	p.serve(b, p.ca.MustIssue())
-	files := map[string][]byte{"ca.crt": hotcerttest.BundlePEM(p.ca)}
+	p.trust(b, p.ca, p.dropped)
+	files := map[string][]byte{}
 	if tokens {
 		priv, err := jwtkeys.GenerateSigningKey(jwtkeys.ES256)
 		if err != nil {
@@ -265,13 +314,27 @@ func (p *scalePKI) serve(b *testing.B, leaf *hotcerttest.Leaf) {
 	}
 }
 
+// trust projects the client CA bundle (cas), as the kubelet does.
+func (p *scalePKI) trust(b *testing.B, cas ...*hotcerttest.CA) {
+	b.Helper()
+	if _, err := p.cas.Write(map[string][]byte{"ca.crt": hotcerttest.BundlePEM(cas...)}); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // clientCreds are the agents' transport credentials: grpccreds.NewClient over the
 // agent certificate and the CA, verifying the server as "localhost".
 func (p *scalePKI) clientCreds(b *testing.B) credentials.TransportCredentials {
 	b.Helper()
+	return p.clientCredsFor(b, p.cliLeaf)
+}
+
+// clientCredsFor are clientCreds presenting leaf.
+func (p *scalePKI) clientCredsFor(b *testing.B, leaf *hotcerttest.Leaf) credentials.TransportCredentials {
+	b.Helper()
 	m, err := hotcert.Validate(hotcert.Content{
-		Cert: hotcert.Input{Name: "client.crt", Data: p.cliLeaf.ChainPEM},
-		Key:  hotcert.Input{Name: "client.key", Data: p.cliLeaf.KeyPEM},
+		Cert: hotcert.Input{Name: "client.crt", Data: leaf.ChainPEM},
+		Key:  hotcert.Input{Name: "client.key", Data: leaf.KeyPEM},
 		CA:   hotcert.Input{Name: "ca.crt", Data: hotcerttest.BundlePEM(p.ca)},
 	})
 	if err != nil {
@@ -359,32 +422,40 @@ func (s *scaleServer) stop(b *testing.B) {
 
 // scaleAgent opens one agent's connection and stream and returns once its first
 // heartbeat was acknowledged. The stream then stays open until ctx ends.
-func scaleAgent(ctx context.Context, addr string, creds credentials.TransportCredentials, id, token string) (*grpc.ClientConn, error) {
+func scaleAgent(ctx context.Context, addr string, creds credentials.TransportCredentials, id, token string) (*grpc.ClientConn, grpc.ClientStream, error) {
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithReadBufferSize(4 << 10), grpc.WithWriteBufferSize(4 << 10)}
 	if token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(jwtgrpc.NewPerRPCCredentials(jwtkeys.StaticToken(token))))
 	}
 	cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	st, err := cc.NewStream(ctx, &agentrpc.StreamDesc, agentrpc.ConnectMethod)
 	if err != nil {
-		return cc, err
+		return cc, nil, err
 	}
 	if err := agentrpc.Send(st, agentrpc.Message{Type: agentrpc.TypeRegister, AgentID: id}); err != nil {
-		return cc, err
+		return cc, nil, err
 	}
 	if m, err := agentrpc.Recv(st); err != nil || m.Type != agentrpc.TypeRegistered {
-		return cc, fmt.Errorf("%s: register: %v (got %q)", id, err, m.Type)
+		return cc, nil, fmt.Errorf("%s: register: %v (got %q)", id, err, m.Type)
 	}
-	if err := agentrpc.Send(st, agentrpc.Message{Type: agentrpc.TypeHeartbeat, Seq: 1}); err != nil {
-		return cc, err
+	if err := scaleHeartbeat(st, 1); err != nil {
+		return cc, nil, fmt.Errorf("%s: %w", id, err)
 	}
-	if m, err := agentrpc.Recv(st); err != nil || m.Type != agentrpc.TypeHeartbeatAck {
-		return cc, fmt.Errorf("%s: heartbeat: %v (got %q)", id, err, m.Type)
+	return cc, st, nil
+}
+
+// scaleHeartbeat sends heartbeat seq on st and waits for its acknowledgement.
+func scaleHeartbeat(st grpc.ClientStream, seq uint64) error {
+	if err := agentrpc.Send(st, agentrpc.Message{Type: agentrpc.TypeHeartbeat, Seq: seq}); err != nil {
+		return fmt.Errorf("heartbeat %d: %w", seq, err)
 	}
-	return cc, nil
+	if m, err := agentrpc.Recv(st); err != nil || m.Type != agentrpc.TypeHeartbeatAck || m.Seq != seq {
+		return fmt.Errorf("heartbeat %d: %v (got %q %d)", seq, err, m.Type, m.Seq)
+	}
+	return nil
 }
 
 // failer is what the server process and the samplers need of a test: a
@@ -449,14 +520,19 @@ func scaleServerProcess(t failer) {
 		t.Fatal(err)
 	}
 
+	var ks *jwtkeys.KeySet
+	if kind != scalePlain {
+		ks = scaleKeySet(ctx, t, dir, n)
+		defer ks.Close()
+	}
 	serveDone := make(chan error, 1)
 	switch kind {
-	case scalePlain:
+	case scalePlain, scalePlainTokens:
 		cert, err := tls.LoadX509KeyPair(path("tls/tls.crt"), path("tls/tls.key"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		caPEM, err := os.ReadFile(path("ca.crt"))
+		caPEM, err := os.ReadFile(path(scaleCAFile))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -465,10 +541,14 @@ func scaleServerProcess(t failer) {
 			t.Fatal("ca.crt holds no certificate")
 		}
 		cfg := &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
-		gs := grpc.NewServer(grpc.Creds(credentials.NewTLS(cfg)),
-			grpc.ReadBufferSize(4<<10), grpc.WriteBufferSize(4<<10),
-			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
-		gs.RegisterService(agentrpc.ServiceDesc(plainHandler), nil)
+		opts := []grpc.ServerOption{grpc.Creds(credentials.NewTLS(cfg)),
+			grpc.ReadBufferSize(4 << 10), grpc.WriteBufferSize(4 << 10),
+			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true})}
+		if ks != nil {
+			opts = append(opts, grpc.ChainStreamInterceptor(jwtgrpc.StreamServerInterceptor(ks)))
+		}
+		gs := grpc.NewServer(opts...)
+		gs.RegisterService(agentrpc.ServiceDesc(plainHandler(ks)), nil)
 		go func() { serveDone <- gs.Serve(ln) }()
 		defer func() { gs.Stop(); <-serveDone }()
 	default:
@@ -476,21 +556,10 @@ func scaleServerProcess(t failer) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		caSrc, err := file.New(file.WithCA(path("ca.crt")))
+		caSrc, err := file.New(file.WithCA(path(scaleCAFile)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		keySrc, err := jwtfile.New(jwtfile.Dir(dir))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ks, err := jwtkeys.New(ctx, keySrc, jwtkeys.WithMaxTokenTTL(time.Hour))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ksDone := make(chan error, 1)
-		go func() { ksDone <- ks.Start(ctx) }()
-		defer func() { cancel(); ks.Close(); <-ksDone }()
 		cfg := controlplane.Config{TLS: tlsSrc, ClientCA: caSrc, Tokens: ks, TokenTTL: 30 * time.Minute, ShutdownGrace: time.Second}
 		if kind == scaleDrain {
 			cfg.DrainWindow, cfg.CutUntrusted = time.Minute, true
@@ -502,17 +571,6 @@ func scaleServerProcess(t failer) {
 		}
 		srv, err := controlplane.New(cfg)
 		if err != nil {
-			t.Fatal(err)
-		}
-		var tokens strings.Builder
-		for i := range n {
-			tok, err := ks.Issue(fmt.Sprintf("agent-%05d", i), 30*time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tokens.WriteString(tok + "\n")
-		}
-		if err := os.WriteFile(path("tokens"), []byte(tokens.String()), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		srvCtx, stop := context.WithCancel(ctx)
@@ -542,26 +600,69 @@ func scaleServerProcess(t failer) {
 	}
 }
 
-// plainHandler serves the stream protocol without tokens, sessions or drain:
-// registered for register, an ack for every heartbeat.
-func plainHandler(st grpc.ServerStream) error {
-	if _, err := agentrpc.Recv(st); err != nil {
-		return err
+// scaleKeySet starts the server's token key set from dir and writes the tokens of
+// agents 0..n-1, one a line, to dir/tokens for the benchmark. It runs until ctx ends.
+func scaleKeySet(ctx context.Context, t failer, dir string, n int) *jwtkeys.KeySet {
+	t.Helper()
+	keySrc, err := jwtfile.New(jwtfile.Dir(dir))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := agentrpc.Send(st, agentrpc.Message{Type: agentrpc.TypeRegistered, Replica: "plain"}); err != nil {
-		return err
+	ks, err := jwtkeys.New(ctx, keySrc, jwtkeys.WithMaxTokenTTL(time.Hour))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for {
-		m, err := agentrpc.Recv(st)
-		if errors.Is(err, io.EOF) {
-			return nil
+	go func() { _ = ks.Start(ctx) }()
+	var tokens strings.Builder
+	for i := range n {
+		tok, err := ks.Issue(scaleAgentID(i), 30*time.Minute)
+		if err != nil {
+			t.Fatal(err)
 		}
+		tokens.WriteString(tok + "\n")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tokens"), []byte(tokens.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return ks
+}
+
+func scaleAgentID(i int) string { return fmt.Sprintf("agent-%05d", i) }
+
+// plainHandler serves the stream protocol without sessions or drain: registered
+// for register, an ack for every heartbeat. With ks (plaintok) it does the control
+// plane's token work too: the interceptor verified the stream's token, the handler
+// checks its subject and signs a fresh token into the registered reply.
+func plainHandler(ks *jwtkeys.KeySet) func(grpc.ServerStream) error {
+	return func(st grpc.ServerStream) error {
+		first, err := agentrpc.Recv(st)
 		if err != nil {
 			return err
 		}
-		if m.Type == agentrpc.TypeHeartbeat {
-			if err := agentrpc.Send(st, agentrpc.Message{Type: agentrpc.TypeHeartbeatAck, Seq: m.Seq}); err != nil {
+		reply := agentrpc.Message{Type: agentrpc.TypeRegistered, Replica: "plain"}
+		if ks != nil {
+			if c, ok := jwtgrpc.ClaimsFromContext(st.Context()); !ok || c.Subject != first.AgentID {
+				return status.Error(codes.Unauthenticated, "token issued to another agent")
+			}
+			if reply.Token, err = ks.Issue(first.AgentID, 30*time.Minute); err != nil {
 				return err
+			}
+		}
+		if err := agentrpc.Send(st, reply); err != nil {
+			return err
+		}
+		for {
+			m, err := agentrpc.Recv(st)
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if m.Type == agentrpc.TypeHeartbeat {
+				if err := agentrpc.Send(st, agentrpc.Message{Type: agentrpc.TypeHeartbeatAck, Seq: m.Seq}); err != nil {
+					return err
+				}
 			}
 		}
 	}
