@@ -18,7 +18,8 @@ const (
 	// IgnoredFromNow: an exception annotation now ignores the object or key.
 	IgnoredFromNow = "ignored from now on"
 	// IgnoredNoLonger: the annotation was removed or narrowed; the object or
-	// key counts again, from its current content.
+	// key counts again, with the content last seen of it (other content is a
+	// change, and rolls).
 	IgnoredNoLonger = "counts again"
 )
 
@@ -54,7 +55,9 @@ func (s State) Ignored(cfg *rollout.Config) []Change {
 			}
 			continue
 		}
-		if old == cur || !(ignored(old) || ignored(cur)) {
+		if old == cur || !(ignored(old) || ignored(cur)) || (ignored(old) && !ignored(cur) && old != rollout.Ignored+cur) {
+			// Not ignored, or counting again with other content than
+			// last seen: a change (see Changes).
 			continue
 		}
 		if key != "" {
@@ -66,7 +69,7 @@ func (s State) Ignored(cfg *rollout.Config) []Change {
 		}
 		what := IgnoredChanged
 		switch {
-		case !ignored(old):
+		case !ignored(old) && rollout.Ignored+old == cur:
 			what = IgnoredFromNow
 		case !ignored(cur):
 			what = IgnoredNoLonger
@@ -78,10 +81,12 @@ func (s State) Ignored(cfg *rollout.Config) []Change {
 
 // WithIgnored returns s with what Ignored reports taken as applied: the
 // recorded values of ignored content, and of content an annotation started or
-// stopped ignoring, become cfg's. Content that counts again is taken as
-// applied as it is now: the annotation's removal is no change of content, and
-// rolls nothing. When nothing else differs, the whole of cfg is the new
-// baseline (its hash, which leaves ignored content out, included).
+// stopped ignoring, become cfg's. Ignored content is recorded as last seen, so
+// that its change can be told; when the annotation goes, that is the baseline:
+// the removal alone is no change of content and rolls nothing, while content
+// that differs from it is a change. When nothing else differs, the whole of
+// cfg is the new baseline (its hash, which leaves ignored content out,
+// included).
 func (s State) WithIgnored(cfg *rollout.Config) State {
 	if s.Keys == nil {
 		return s
@@ -90,7 +95,7 @@ func (s State) WithIgnored(cfg *rollout.Config) State {
 	for name, cur := range cfg.Entries {
 		// An ignored key that appeared is recorded too: once it counts
 		// again, it is then known, not taken for an added key.
-		if old, ok := keys[name]; ok && ignored(old) || ignored(cur) {
+		if old, ok := keys[name]; ok && old == rollout.Ignored+cur || ignored(cur) {
 			keys[name] = cur
 		}
 	}

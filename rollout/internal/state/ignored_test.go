@@ -67,14 +67,22 @@ func TestIgnoredKeys(t *testing.T) {
 	recorded = step(recorded, compute("1", "1", "", ignoreB), "Secret s key b ignored from now on")
 	// Absent from "all" until now: an ignored key that appears is no change.
 	recorded = step(recorded, compute("1", "2", "new", ignoreB), "Secret all key b added, ignored, Secret s key b changed, ignored")
-	recorded = step(recorded, compute("1", "3", "new", nil), "Secret all key b counts again, Secret s key b counts again")
+	// The annotation removed in the same edit as a change: a change.
+	if got := state.Describe(recorded.Changes(compute("1", "3", "new", nil)), 10); got != "Secret s key b changed" {
+		t.Fatalf("counting again with other content: %q", got)
+	}
+	recorded = step(recorded, compute("1", "2", "new", nil), "Secret all key b counts again, Secret s key b counts again")
 	if got := state.Describe(recorded.Changes(compute("1", "4", "new", nil)), 10); got != "Secret s key b changed" {
 		t.Fatalf("once counted again, a change of b: %q", got)
 	}
 	// A counted change next to an ignored one: the counted one is a change,
 	// the ignored one is reported, and applying the ignored one keeps the
 	// counted one pending.
-	recorded = step(recorded, compute("1", "3", "new", ignoreB), "Secret all key b ignored from now on, Secret s key b ignored from now on")
+	recorded = step(recorded, compute("1", "2", "new", ignoreB), "Secret all key b ignored from now on, Secret s key b ignored from now on")
+	// Ignored from now on in the same edit as a change: an ignored change.
+	if got := state.Describe(recorded.Ignored(compute("1", "9", "new", ignoreB)), 10); got != "Secret s key b changed, ignored" {
+		t.Fatalf("got %q", got)
+	}
 	both := compute("2", "5", "new", ignoreB)
 	if got := state.Describe(recorded.Changes(both), 10); got != "Secret s key a changed" {
 		t.Fatalf("changes %q", got)

@@ -124,8 +124,10 @@ func (s State) Changes(cfg *rollout.Config) []Change {
 	for _, name := range sortedKeys(cfg.Entries) {
 		cur := cfg.Entries[name]
 		old, ok := s.Keys[name]
-		if !ok || old == cur || strings.HasPrefix(name, "#") || ignored(old) || ignored(cur) {
-			// Ignored content (see Ignored) never rolls.
+		// Ignored content (see Ignored) never rolls; content that counts
+		// again is compared with what was last seen of it.
+		old = strings.TrimPrefix(old, rollout.Ignored)
+		if !ok || old == cur || strings.HasPrefix(name, "#") || ignored(cur) {
 			continue
 		}
 		kind, obj, key := splitEntry(name)
