@@ -64,6 +64,11 @@ image:
 bench: k8s-bins
 	$(GO) test -run '^$$' -bench . -benchmem $(addsuffix /...,$(MODULES))
 
+## plots: render every docs/data/*.tsv as SVG plots in docs/img (the plots of each file: docs/data/plots.json).
+.PHONY: plots
+plots:
+	$(GO) run ./hack/plot -config docs/data/plots.json -data docs/data -out docs/img
+
 ## fuzz: run every fuzz target of every module for FUZZTIME each (default 30s); make test runs their seeds.
 FUZZTIME ?= 30s
 .PHONY: fuzz
