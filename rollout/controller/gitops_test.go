@@ -1,0 +1,424 @@
+package controller
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/csaupgrade"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/hotcert/hotcert/rollout"
+)
+
+// Field managers of the GitOps tools, as they name themselves.
+const (
+	argoCDManager = "argocd-controller"         // Argo CD, ServerSideApply=true
+	fluxManager   = "kustomize-controller"      // Flux, always server-side apply
+	csaManager    = "kubectl-client-side-apply" // kubectl apply, Argo CD's default sync
+)
+
+// gitopsApplier re-applies a manifest the way one GitOps tool does.
+type gitopsApplier struct {
+	name    string
+	manager string // the field manager its writes are recorded under
+	apply   func(t *testing.T, manifest *unstructured.Unstructured)
+}
+
+var gitopsAppliers = []gitopsApplier{
+	{"argocd-ssa", argoCDManager, serverSideApply(argoCDManager, true)}, // Argo CD always forces
+	{"argocd-ssa-no-force", argoCDManager, serverSideApply(argoCDManager, false)},
+	{"flux", fluxManager, serverSideApply(fluxManager, true)}, // Flux always forces
+	{"flux-no-force", fluxManager, serverSideApply(fluxManager, false)},
+	{"client-side", csaManager, clientSideApply},
+	// Argo CD switched to ServerSideApply=true on an application synced
+	// client-side so far: it migrates kubectl's fields to its own manager
+	// (csaupgrade), then applies server-side.
+	{"argocd-csa-then-ssa", argoCDManager, csaThenSSA},
+}
+
+// TestGitOpsReapplyKeepsTheStampAndDoesNotLoop: a GitOps tool re-applies the
+// original manifest of a workload the controller adopted and rolled, by
+// server-side apply under its own field manager (with and without force) or
+// by kubectl's client-side three-way merge. The stamp and the recorded state
+// survive, nothing rolls again (no pod-template change, no ReplicaSet) on the
+// next reconcile, on an unrelated event nor after a controller restart; the
+// fields the controller wrote are owned by hotcert-controller alone; a user's
+// pod-template edit in Git rolls once (Kubernetes does) and the controller
+// does not add a second rollout; a real Secret change still rolls exactly once.
+func TestGitOpsReapplyKeepsTheStampAndDoesNotLoop(t *testing.T) {
+	t.Parallel()
+	for _, a := range gitopsAppliers {
+		for _, tmplAnn := range []map[string]string{nil, {"prometheus.io/scrape": "true"}} {
+			name := a.name
+			if tmplAnn != nil {
+				name += "/template-annotations"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				gitopsReapply(t, a, tmplAnn)
+			})
+		}
+	}
+}
+
+func gitopsReapply(t *testing.T, a gitopsApplier, tmplAnn map[string]string) {
+	ns := env.NewNamespace(t)
+	changes := templateChanges(t, ns)
+	createSecret(t, secret(ns, "s", map[string]string{"a": "1", "unused": "1"}))
+	manifest := gitopsManifest(ns, tmplAnn)
+	a.apply(t, manifest)
+	waitReplicaSets(t, ns, "app", 1)
+	c := startController(t, ns, testOptions())
+	waitAdopted(t, ns, "app")
+
+	updateSecret(t, ns, "s", setKey("a", "2"))
+	waitFor(t, "the rollout", func() (bool, error) { return rollout.Stamped(&getDeployment(t, ns, "app").Spec.Template) != "", nil })
+	waitReplicaSets(t, ns, "app", 2)
+	rolled := controllerFields(getDeployment(t, ns, "app"))
+	for k, v := range rolled {
+		if v == "" {
+			t.Fatalf("after the rollout, %s is not set: %v", k, rolled)
+		}
+	}
+
+	// The tool re-applies the manifest from Git, again and again.
+	for range 3 {
+		a.apply(t, manifest)
+	}
+	d := getDeployment(t, ns, "app")
+	if got := controllerFields(d); !maps.Equal(got, rolled) {
+		t.Fatalf("after re-applying the manifest: the controller's fields are %v, were %v", got, rolled)
+	}
+	if got := slices.Sorted(maps.Keys(templateAnnotationsOf(d))); !slices.Equal(got, slices.Sorted(maps.Keys(with(tmplAnn, rollout.AnnotationConfigHash, "")))) {
+		t.Fatalf("pod-template annotations %v, want the manifest's and the stamp", d.Spec.Template.Annotations)
+	}
+	checkOwnership(t, d, a.manager)
+
+	// The next reconcile, an unrelated event (an unconsumed key changes) and a
+	// controller restart: no rollout.
+	s := updateSecret(t, ns, "s", setKey("unused", "2"))
+	waitFor(t, "a reconcile after the re-apply", func() (bool, error) { return c.digested(rollout.KindSecret, "s", s.ResourceVersion), nil })
+	c.Stop()
+	c = startController(t, ns, testOptions())
+	waitFor(t, "the restarted controller's reconcile", func() (bool, error) { return c.digested(rollout.KindSecret, "s", s.ResourceVersion), nil })
+	noMoreRollouts(t, ns, changes, 1)
+	a.apply(t, manifest)
+	noMoreRollouts(t, ns, changes, 1)
+
+	// A user adds a pod-template annotation in Git: Kubernetes rolls (the
+	// edit), the controller does not roll a second time, the stamp stays.
+	edited := gitopsManifest(ns, with(tmplAnn, "example.com/team", "payments"))
+	a.apply(t, edited)
+	waitFor(t, "the user's rollout", func() (bool, error) { return changes("app") == 2, nil })
+	waitReplicaSets(t, ns, "app", 3)
+	s = updateSecret(t, ns, "s", setKey("unused", "3"))
+	waitFor(t, "a reconcile after the edit", func() (bool, error) { return c.digested(rollout.KindSecret, "s", s.ResourceVersion), nil })
+	noMoreRollouts(t, ns, changes, 2)
+	d = getDeployment(t, ns, "app")
+	if got := controllerFields(d); !maps.Equal(got, rolled) {
+		t.Fatalf("after the user's edit: the controller's fields are %v, were %v", got, rolled)
+	}
+	checkOwnership(t, d, a.manager)
+
+	// A real change still rolls, exactly once, and the tool's next re-apply
+	// keeps the new stamp.
+	updateSecret(t, ns, "s", setKey("a", "3"))
+	waitFor(t, "the second rollout", func() (bool, error) {
+		return rollout.Stamped(&getDeployment(t, ns, "app").Spec.Template) != rolled[rollout.AnnotationConfigHash], nil
+	})
+	a.apply(t, edited)
+	noMoreRollouts(t, ns, changes, 3)
+	d = getDeployment(t, ns, "app")
+	if got := rollout.Stamped(&d.Spec.Template); got == rolled[rollout.AnnotationConfigHash] || got != d.Annotations[rollout.AnnotationAppliedHash] {
+		t.Fatalf("after the second rollout and a re-apply: stamp %q, applied hash %q (first stamp %q)", got, d.Annotations[rollout.AnnotationAppliedHash], rolled[rollout.AnnotationConfigHash])
+	}
+	checkOwnership(t, d, a.manager)
+	if n := c.counter("Deployment", resultRolled, reasonConfigChanged); n != 1 {
+		t.Fatalf("the restarted controller counted %d rollouts, want 1 (the second Secret change)", n)
+	}
+}
+
+// noMoreRollouts checks that the Deployment's pod template changed exactly n
+// times and that it has n+1 ReplicaSets, and that this holds.
+func noMoreRollouts(t *testing.T, ns string, changes func(string) int, n int) {
+	t.Helper()
+	check := func() (bool, error) { return changes("app") == n && replicaSets(t, ns, "app") == n+1, nil }
+	waitFor(t, "the rollouts to settle", check)
+	holds(t, 1500*time.Millisecond, "no further rollout", check)
+}
+
+// gitopsManifest is the Deployment as it is kept in Git: opted in, consuming
+// key a of Secret s, with the given pod-template annotations.
+func gitopsManifest(ns string, tmplAnn map[string]string) *unstructured.Unstructured {
+	tmplMeta := map[string]any{"labels": map[string]any{"app": "app"}}
+	if tmplAnn != nil {
+		ann := map[string]any{}
+		for k, v := range tmplAnn {
+			ann[k] = v
+		}
+		tmplMeta["annotations"] = ann
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps/v1",
+		"kind":       "Deployment",
+		"metadata": map[string]any{
+			"name": "app", "namespace": ns,
+			"annotations": map[string]any{rollout.AnnotationRolloutOnChange: "true"},
+		},
+		"spec": map[string]any{
+			"replicas": int64(0),
+			"selector": map[string]any{"matchLabels": map[string]any{"app": "app"}},
+			"template": map[string]any{
+				"metadata": tmplMeta,
+				"spec": map[string]any{"containers": []any{map[string]any{
+					"name": "app", "image": "registry.invalid/app:1",
+					"env": []any{map[string]any{"name": "A", "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": "s", "key": "a"}}}},
+				}}},
+			},
+		},
+	}}
+}
+
+// controllerFields returns the stamp and the state annotations of d.
+func controllerFields(d *appsv1.Deployment) map[string]string {
+	out := map[string]string{rollout.AnnotationConfigHash: rollout.Stamped(&d.Spec.Template)}
+	for _, k := range stateKeys {
+		out[k] = d.Annotations[k]
+	}
+	return out
+}
+
+func templateAnnotationsOf(d *appsv1.Deployment) map[string]string { return d.Spec.Template.Annotations }
+
+// controllerPaths are the fields the controller writes on a workload,
+// derived from its constants: the stamp and the state annotations.
+func controllerPaths() []fieldpath.Path {
+	out := []fieldpath.Path{fieldpath.MakePathOrDie("spec", "template", "metadata", "annotations", rollout.AnnotationConfigHash)}
+	for _, k := range stateKeys {
+		out = append(out, fieldpath.MakePathOrDie("metadata", "annotations", k))
+	}
+	return out
+}
+
+// managedSets returns, per field manager of obj, the fields it owns.
+func managedSets(t *testing.T, obj metav1.Object) map[string]*fieldpath.Set {
+	t.Helper()
+	out := map[string]*fieldpath.Set{}
+	for _, e := range obj.GetManagedFields() {
+		s := &fieldpath.Set{}
+		if e.FieldsV1 != nil {
+			if err := s.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+				t.Fatalf("managedFields of %s: %v", e.Manager, err)
+			}
+		}
+		if prev, ok := out[e.Manager]; ok {
+			s = prev.Union(s)
+		}
+		out[e.Manager] = s
+	}
+	return out
+}
+
+// checkOwnership checks what the GitOps tool sees in managedFields: the
+// controller's fields are owned by hotcert-controller and by no other
+// manager, hotcert-controller owns nothing else, and gitops owns fields.
+func checkOwnership(t *testing.T, d *appsv1.Deployment, gitops string) {
+	t.Helper()
+	sets := managedSets(t, d)
+	if sets[gitops] == nil || sets[gitops].Leaves().Empty() {
+		t.Fatalf("managedFields: %s owns nothing (managers %v)", gitops, slices.Sorted(maps.Keys(sets)))
+	}
+	want := fieldpath.NewSet(controllerPaths()...)
+	own := sets[rollout.FieldManager]
+	if own == nil || !own.Leaves().Equals(want) {
+		got := "nothing"
+		if own != nil {
+			got = own.Leaves().String()
+		}
+		t.Fatalf("managedFields: %s owns %s, want exactly %s", rollout.FieldManager, got, want)
+	}
+	for m, s := range sets {
+		if m == rollout.FieldManager {
+			continue
+		}
+		if both := s.Leaves().Intersection(want); !both.Empty() {
+			t.Fatalf("managedFields: %s also owns %s", m, both)
+		}
+	}
+}
+
+func dynamicClient(t *testing.T) dynamic.Interface {
+	t.Helper()
+	dc, err := dynamic.NewForConfig(env.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dc
+}
+
+var deploymentsResource = appsv1.SchemeGroupVersion.WithResource("deployments")
+
+// serverSideApply applies a manifest as Argo CD (ServerSideApply=true) and
+// Flux's kustomize-controller do: server-side apply under their manager.
+func serverSideApply(manager string, force bool) func(t *testing.T, manifest *unstructured.Unstructured) {
+	return func(t *testing.T, manifest *unstructured.Unstructured) {
+		t.Helper()
+		if _, err := dynamicClient(t).Resource(deploymentsResource).Namespace(manifest.GetNamespace()).Apply(testContext(t), manifest.GetName(), manifest,
+			metav1.ApplyOptions{FieldManager: manager, Force: force}); err != nil {
+			t.Fatalf("server-side apply as %s (force %v): %v", manager, force, err)
+		}
+	}
+}
+
+// clientSideApply applies a manifest as `kubectl apply` (and Argo CD's
+// default sync) does: a three-way strategic merge patch between the last
+// applied configuration (annotation), the manifest and the live object; a
+// create with the annotation when there is no live object.
+func clientSideApply(t *testing.T, manifest *unstructured.Unstructured) {
+	t.Helper()
+	ctx := testContext(t)
+	res := dynamicClient(t).Resource(deploymentsResource).Namespace(manifest.GetNamespace())
+	modified := withLastApplied(t, manifest)
+	live, err := res.Get(ctx, manifest.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(modified); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := res.Create(ctx, obj, metav1.CreateOptions{FieldManager: csaManager}); err != nil {
+			t.Fatalf("client-side apply (create): %v", err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	current, err := live.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, err := strategicpatch.NewPatchMetaFromStruct(&appsv1.Deployment{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	original := []byte(live.GetAnnotations()[corev1.LastAppliedConfigAnnotation])
+	patch, err := strategicpatch.CreateThreeWayMergePatch(original, modified, current, meta, true)
+	if err != nil {
+		t.Fatalf("client-side apply: computing the patch: %v", err)
+	}
+	if string(patch) == "{}" {
+		return // kubectl: "unchanged"
+	}
+	if _, err := res.Patch(ctx, manifest.GetName(), types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: csaManager}); err != nil {
+		t.Fatalf("client-side apply: %v (patch %s)", err, patch)
+	}
+}
+
+// withLastApplied returns the manifest carrying its own JSON in the
+// last-applied-configuration annotation, as kubectl's
+// GetModifiedConfiguration does.
+func withLastApplied(t *testing.T, manifest *unstructured.Unstructured) []byte {
+	t.Helper()
+	m := manifest.DeepCopy()
+	ann := m.GetAnnotations()
+	delete(ann, corev1.LastAppliedConfigAnnotation)
+	m.SetAnnotations(ann)
+	plain, err := json.Marshal(m.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ann[corev1.LastAppliedConfigAnnotation] = string(plain)
+	m.SetAnnotations(ann)
+	out, err := json.Marshal(m.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// csaThenSSA is Argo CD after ServerSideApply=true was switched on: the
+// first sync creates client-side; every later one migrates the client-side
+// manager's fields to argocd-controller, as Argo CD does with csaupgrade, and
+// applies server-side (forced).
+func csaThenSSA(t *testing.T, manifest *unstructured.Unstructured) {
+	t.Helper()
+	ctx := testContext(t)
+	res := dynamicClient(t).Resource(deploymentsResource).Namespace(manifest.GetNamespace())
+	live, err := res.Get(ctx, manifest.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		clientSideApply(t, manifest)
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(csaManager), argoCDManager)
+	if err != nil {
+		t.Fatalf("csaupgrade: %v", err)
+	}
+	if patch != nil {
+		if _, err := res.Patch(ctx, manifest.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatalf("migrating the client-side fields: %v", err)
+		}
+	}
+	serverSideApply(argoCDManager, true)(t, manifest)
+}
+
+// TestFluxOverrideManagerWouldTakeTheStamp is what the docs warn against:
+// naming hotcert-controller in kustomize-controller's --override-manager
+// makes Flux take the controller's fields over (it renames their manager to
+// its own) and then remove them, as absent from Git: the stamp goes (a
+// rollout back to the previous pod template) and so does the recorded
+// state, which the controller records again, with a Warning, without
+// rolling. The reapply test above is not blind: this is what it would see.
+func TestFluxOverrideManagerWouldTakeTheStamp(t *testing.T) {
+	t.Parallel()
+	ns := env.NewNamespace(t)
+	changes := templateChanges(t, ns)
+	createSecret(t, secret(ns, "s", map[string]string{"a": "1"}))
+	manifest := gitopsManifest(ns, nil)
+	flux := serverSideApply(fluxManager, true)
+	flux(t, manifest)
+	waitReplicaSets(t, ns, "app", 1)
+	startController(t, ns, testOptions())
+	waitAdopted(t, ns, "app")
+	updateSecret(t, ns, "s", setKey("a", "2"))
+	waitReplicaSets(t, ns, "app", 2)
+
+	ctx := testContext(t)
+	res := dynamicClient(t).Resource(deploymentsResource).Namespace(ns)
+	live, err := res.Get(ctx, "app", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(rollout.FieldManager), fluxManager)
+	if err != nil || patch == nil {
+		t.Fatalf("taking hotcert-controller's fields over: patch %s, %v", patch, err)
+	}
+	if _, err := res.Patch(ctx, "app", types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	flux(t, manifest)
+	d := getDeployment(t, ns, "app")
+	if rollout.Stamped(&d.Spec.Template) != "" {
+		t.Fatalf("the stamp survived a Flux that overrides hotcert-controller: %v", d.Spec.Template.Annotations)
+	}
+	waitEvent(t, ns, "app", eventStateRemoved, "another writer removed")
+	// The rollout, and its undoing: back to the first ReplicaSet.
+	check := func() (bool, error) { return changes("app") == 2 && replicaSets(t, ns, "app") == 2, nil }
+	waitFor(t, "the rollout to be undone", check)
+	holds(t, 1500*time.Millisecond, "no further rollout", check)
+}
