@@ -78,7 +78,7 @@ func (c *Controller) isReferenced(kind rollout.Kind, ns, name string) bool {
 	if r == nil {
 		return false
 	}
-	for _, k := range workloadKinds {
+	for _, k := range c.kinds() {
 		list := k.newList()
 		err := (*r).List(context.Background(), list, client.InNamespace(ns),
 			client.MatchingFields{rollout.RefIndex: rollout.RefIndexValue(kind, name)}, client.UnsafeDisableDeepCopy)

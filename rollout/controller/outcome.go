@@ -40,6 +40,9 @@ const (
 	// reasonStateRemoved: another writer removed the recorded state; the
 	// workload was adopted again.
 	reasonStateRemoved reason = "state_removed"
+	// reasonNoPodTemplate: a declared kind's object has no pod template
+	// where its ReferenceRule says (spec.rollout.podTemplate).
+	reasonNoPodTemplate reason = "no_pod_template"
 )
 
 // eventReason is the reason of an Event on the workload (docs/rollout-controller.md

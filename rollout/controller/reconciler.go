@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,7 +19,6 @@ import (
 
 	"github.com/hotcert/hotcert/rollout"
 	"github.com/hotcert/hotcert/rollout/internal/budget"
-	"github.com/hotcert/hotcert/rollout/internal/progress"
 	"github.com/hotcert/hotcert/rollout/internal/referencerules"
 	"github.com/hotcert/hotcert/rollout/internal/state"
 )
@@ -68,6 +68,9 @@ const (
 type shared struct {
 	budget *budget.Budget
 	cache  client.Reader
+	// kinds returns every workload kind rolled now: the built-in ones and
+	// those ReferenceRules declare.
+	kinds func() []workloadKind
 	// onLookup, for tests, sees every object a reconcile resolves (nil when
 	// the object is missing).
 	onLookup func(workload string, k objKey, o *rollout.Object)
@@ -85,7 +88,7 @@ func (s *shared) seedBudget(ctx context.Context, now time.Time) error {
 	if s.seeded {
 		return nil
 	}
-	for _, k := range workloadKinds {
+	for _, k := range s.kinds() {
 		list := k.newList()
 		if err := s.cache.List(ctx, list); err != nil {
 			return fmt.Errorf("seeding the rollout budget: %w", err)
@@ -117,6 +120,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // now and what its annotations record.
 type workload struct {
 	obj      client.Object
+	tmpl     *corev1.PodTemplateSpec // obj's pod template (a copy for a declared kind)
 	key      string
 	refs     rollout.Refs
 	cfg      *rollout.Config
@@ -209,6 +213,12 @@ func (r *reconciler) load(ctx context.Context, req reconcile.Request) (*workload
 		return nil, nil, fmt.Errorf("reading %s %s: %w", r.kind.name, req.NamespacedName, err)
 	}
 	key := workloadKey(r.kind.name, obj)
+	if r.kind.declared != nil && !r.kind.declared() {
+		// No ReferenceRule in use declares the kind any more: leave the
+		// object as it is.
+		r.forget(key)
+		return nil, nil, nil
+	}
 	var cons *referencerules.Consumption
 	if r.live != nil {
 		var err error
@@ -231,7 +241,7 @@ func (r *reconciler) load(ctx context.Context, req reconcile.Request) (*workload
 		}
 		return nil, nil, nil
 	}
-	if len(rollout.PodTemplate(obj).Spec.Containers) == 0 {
+	if r.kind.metadataOnly && len(rollout.PodTemplate(obj).Spec.Containers) == 0 {
 		// Cached as metadata only: a workload a ReferenceRule reaches, not
 		// adopted yet (once adopted, the cache keeps its spec). Read it.
 		obj = r.kind.newObj()
@@ -242,14 +252,24 @@ func (r *reconciler) load(ctx context.Context, req reconcile.Request) (*workload
 			return nil, nil, fmt.Errorf("reading %s: %w", key, err)
 		}
 	}
-	return &workload{obj: obj, key: key}, cons, nil
+	tmpl, err := r.kind.template(obj)
+	if err != nil {
+		// A declared kind whose rule names a pod template the object does
+		// not have: say so on the object, roll nothing.
+		r.report.report(obj, r.kind.name, key, outcome{
+			sig: "template/" + err.Error(), result: resultRefused, reason: reasonNoPodTemplate, event: eventRefused, warning: true,
+			note: "not rolling: " + err.Error() + "; the running pods keep their current configuration",
+		})
+		return nil, nil, nil
+	}
+	return &workload{obj: obj, key: key, tmpl: tmpl}, cons, nil
 }
 
 // resolve computes what w consumes (its pod spec, and the chains that reach
 // it) and reads its recorded state and annotations.
 func (r *reconciler) resolve(ctx context.Context, w *workload, cons *referencerules.Consumption) error {
 	obj := w.obj
-	w.refs = rollout.PodSpecRefs(&rollout.PodTemplate(obj).Spec)
+	w.refs = rollout.PodSpecRefs(&w.tmpl.Spec)
 	if cons != nil {
 		w.refs, w.problems = r.chainRefs(obj.GetNamespace(), w.refs, cons)
 	}
@@ -376,7 +396,7 @@ func (r *reconciler) deferRollout(ctx context.Context, w *workload, what string)
 		})
 		return reconcile.Result{RequeueAfter: next.Sub(w.now)}, true, nil
 	}
-	if p := progress.Of(w.obj); !p.Done {
+	if p := r.kind.progress(w.obj); !p.Done {
 		since := r.waitStart(w.key, w.now)
 		if deadline := since.Add(r.opts.RolloutWaitTimeout); w.now.Before(deadline) {
 			r.report.report(w.obj, r.kind.name, w.key, outcome{
@@ -406,7 +426,10 @@ func (r *reconciler) deferRollout(ctx context.Context, w *workload, what string)
 func (r *reconciler) roll(ctx context.Context, w *workload, what string) error {
 	obj := w.obj
 	orig := obj.DeepCopyObject().(client.Object)
-	rollout.Stamp(rollout.PodTemplate(obj), w.cfg.Hash)
+	if err := r.kind.roll(obj, w.cfg.Hash, w.now); err != nil {
+		r.shared.budget.Release(w.key, w.now)
+		return err
+	}
 	setAnnotations(obj, w.recorded.Rolled(w.cfg, w.now).Annotations())
 	if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(rollout.FieldManager)); err != nil {
 		r.shared.budget.Release(w.key, w.now)

@@ -1,31 +1,18 @@
 package controller
 
 import (
-	"context"
 	"fmt"
-	"strings"
 	"sync/atomic"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/hotcert/hotcert/rollout"
 	"github.com/hotcert/hotcert/rollout/internal/budget"
 	"github.com/hotcert/hotcert/rollout/internal/referencerules"
-	"github.com/hotcert/hotcert/rollout/internal/state"
 )
 
 // Controller is the rollout controller. Build it with New, configure the
@@ -41,6 +28,11 @@ type Controller struct {
 	cacheReader atomic.Pointer[client.Reader]
 	live        *referencerules.Live // nil unless Options.ReferenceRules
 	webhook     *webhookServer       // nil unless Options.Webhook.Addr
+	// hashOpts and watcher are what every kind's controller is built with;
+	// targets, the kinds ReferenceRules declare (see targets.go).
+	hashOpts []rollout.HashOption
+	watcher  *refWatcher
+	targets  targets
 }
 
 // New returns a rollout controller with options o (zero fields take their
@@ -107,68 +99,20 @@ func (c *Controller) SetupWithManager(mgr manager.Manager) error {
 	// changed". The core/v1 recorder keeps distinct messages (and aggregates
 	// and rate-limits floods); the situations it is fed are deduplicated here.
 	c.report = newReporter(mgr.GetEventRecorderFor(rollout.FieldManager), c.metrics) //nolint:staticcheck // see above
-	c.shared = &shared{budget: budget.New(o.MaxRollouts, o.BudgetWindow), cache: mgr.GetCache()}
+	c.shared = &shared{budget: budget.New(o.MaxRollouts, o.BudgetWindow), cache: mgr.GetCache(), kinds: c.kinds}
 	var hashOpts []rollout.HashOption
 	if o.HashKey != nil {
 		hashOpts = append(hashOpts, rollout.WithHashKey(o.HashKey))
 	}
-	m := c.metrics
 
+	c.hashOpts, c.watcher = hashOpts, watcher
 	for _, k := range workloadKinds {
-		if err := mgr.GetFieldIndexer().IndexField(context.Background(), k.newObj(), rollout.RefIndex, rollout.RefIndexer(refsOf)); err != nil {
-			return fmt.Errorf("rollout: indexing %ss by reference: %w", k.name, err)
+		if _, err := c.setupKind(mgr, k, mgr.GetClient()); err != nil {
+			return err
 		}
-		r := &reconciler{
-			kind: k, client: mgr.GetClient(), api: mgr.GetAPIReader(), store: c.store, shared: c.shared, report: c.report,
-			opts: o, hashOpts: hashOpts, live: c.live, namespaces: c.namespaces,
-			waitingSince: map[string]time.Time{}, dryBaseline: map[string]state.State{},
-		}
-		c.recs = append(c.recs, r)
-		name := "hotcert-" + strings.ToLower(k.name)
-		b := ctrl.NewControllerManagedBy(mgr).
-			Named(name).
-			For(k.newObj(), builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
-				return optedIn(obj) || hasState(obj) || c.chained(k.name, obj)
-			}))).
-			WithOptions(controller.Options{
-				MaxConcurrentReconciles: o.MaxConcurrentReconciles,
-				SkipNameValidation:      ptr.To(o.SkipNameValidation),
-				NewQueue: func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-					q := priorityqueue.New(name, func(po *priorityqueue.Opts[reconcile.Request]) {
-						po.RateLimiter = rl
-						po.Log = mgr.GetLogger().WithValues("controller", name)
-					})
-					m.queue.set(k.name, q.Len)
-					return q
-				},
-			})
-		mapper := func(kind rollout.Kind) handler.MapFunc {
-			direct := rollout.MapReferrers(mgr.GetCache(), kind, k.newList)
-			if c.live == nil {
-				return direct
-			}
-			chained := c.live.MapData(kind, k.name)
-			return func(ctx context.Context, obj client.Object) []reconcile.Request {
-				return append(direct(ctx, obj), chained(ctx, obj)...)
-			}
-		}
-		if c.live != nil {
-			// Workloads a custom resource change reaches (an Agent repointed, a
-			// ModelConfig deleted), and every workload of a new rule graph.
-			b = b.WatchesRawSource(c.live.Source(k.name))
-		}
-		if watcher != nil {
-			b = b.WatchesRawSource(&refSource{w: watcher, mapper: mapper})
-		} else {
-			for _, kind := range []rollout.Kind{rollout.KindSecret, rollout.KindConfigMap} {
-				// Resyncs carry the same resourceVersion: nothing changed.
-				b = b.Watches(newDataObject(kind), handler.EnqueueRequestsFromMapFunc(mapper(kind)),
-					builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}))
-			}
-		}
-		if err := b.Complete(r); err != nil {
-			return fmt.Errorf("rollout: building the %s controller: %w", k.name, err)
-		}
+	}
+	if c.live != nil {
+		c.followTargets(mgr)
 	}
 	return nil
 }

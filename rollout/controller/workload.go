@@ -1,24 +1,58 @@
 package controller
 
 import (
+	"time"
+
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/internal/progress"
 	"github.com/hotcert/hotcert/rollout/internal/state"
 )
 
-// workloadKind is one kind of workload the controller rolls.
+// workloadKind is one kind of workload the controller rolls: a built-in one,
+// or one a ReferenceRule declares (see targets.go).
 type workloadKind struct {
-	name    string // "Deployment"
+	name    string // "Deployment"; the kind label of the metrics
 	newObj  func() client.Object
 	newList func() client.ObjectList
+	// template returns the pod template of obj (the object's own for the
+	// built-in kinds, a decoded copy for declared ones); an error says the
+	// pod template is not where the kind's rule says.
+	template func(obj client.Object) (*corev1.PodTemplateSpec, error)
+	// roll makes the change to obj that rolls it (stamp the hash, or set a
+	// restart time).
+	roll func(obj client.Object, hash string, now time.Time) error
+	// progress judges obj's latest rollout.
+	progress func(obj client.Object) progress.Progress
+	// metadataOnly: workloads that are not managed are cached without their
+	// spec (see workloadTransform), so a managed one is read again when
+	// its pod template is empty.
+	metadataOnly bool
+	// declared, for a kind a ReferenceRule declares, reports whether a rule
+	// in use still does (nil for the built-in kinds).
+	declared func() bool
 }
 
 var workloadKinds = []workloadKind{
-	{"Deployment", func() client.Object { return &appsv1.Deployment{} }, func() client.ObjectList { return &appsv1.DeploymentList{} }},
-	{"StatefulSet", func() client.Object { return &appsv1.StatefulSet{} }, func() client.ObjectList { return &appsv1.StatefulSetList{} }},
-	{"DaemonSet", func() client.Object { return &appsv1.DaemonSet{} }, func() client.ObjectList { return &appsv1.DaemonSetList{} }},
+	builtinKind("Deployment", func() client.Object { return &appsv1.Deployment{} }, func() client.ObjectList { return &appsv1.DeploymentList{} }),
+	builtinKind("StatefulSet", func() client.Object { return &appsv1.StatefulSet{} }, func() client.ObjectList { return &appsv1.StatefulSetList{} }),
+	builtinKind("DaemonSet", func() client.Object { return &appsv1.DaemonSet{} }, func() client.ObjectList { return &appsv1.DaemonSetList{} }),
+}
+
+func builtinKind(name string, newObj func() client.Object, newList func() client.ObjectList) workloadKind {
+	return workloadKind{
+		name: name, newObj: newObj, newList: newList,
+		template: func(obj client.Object) (*corev1.PodTemplateSpec, error) { return rollout.PodTemplate(obj), nil },
+		roll: func(obj client.Object, hash string, _ time.Time) error {
+			rollout.Stamp(rollout.PodTemplate(obj), hash)
+			return nil
+		},
+		progress:     progress.Of,
+		metadataOnly: true,
+	}
 }
 
 // optedIn reports whether obj asks to be rolled.
@@ -39,14 +73,14 @@ func hasState(obj client.Object) bool {
 
 var stateKeys = []string{rollout.AnnotationAppliedHash, rollout.AnnotationAppliedKeys, rollout.AnnotationLastRollout}
 
-// refsOf returns what the pod spec of a managed workload consumes (opted in,
-// or adopted through a ReferenceRule), nil for any other.
-func refsOf(obj client.Object) rollout.Refs {
+// refsOf returns what the pod spec of a managed workload of kind k consumes
+// (opted in, or adopted through a ReferenceRule), nil for any other.
+func (k workloadKind) refsOf(obj client.Object) rollout.Refs {
 	if !(optedIn(obj) || hasState(obj)) || obj.GetDeletionTimestamp() != nil {
 		return nil
 	}
-	tmpl := rollout.PodTemplate(obj)
-	if tmpl == nil {
+	tmpl, err := k.template(obj)
+	if tmpl == nil || err != nil {
 		return nil
 	}
 	return rollout.PodSpecRefs(&tmpl.Spec)

@@ -34,6 +34,7 @@ func TestMain(m *testing.M) {
 var (
 	modelConfig = v1alpha1.GroupVersionKind{Group: "kagent.dev", Version: "v1alpha2", Kind: "ModelConfig"}
 	agent       = v1alpha1.GroupVersionKind{Group: "kagent.dev", Version: "v1alpha2", Kind: "Agent"}
+	argoRollout = v1alpha1.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Rollout"}
 )
 
 // KagentRules are the two rules of kagent's chain, as in the package doc.
@@ -90,7 +91,7 @@ func TestInvalidRulesAreRefusedWithClearMessages(t *testing.T) {
 		want string
 	}{
 		{"empty", v1alpha1.ReferenceRuleSpec{Target: modelConfig},
-			"a ReferenceRule must declare at least one of secretRefs, configMapRefs, referencedBy or workloads"},
+			"a ReferenceRule must declare at least one of secretRefs, configMapRefs, referencedBy, workloads or rollout"},
 		{"no-name", v1alpha1.ReferenceRuleSpec{Target: modelConfig, SecretRefs: []v1alpha1.DataRef{{}}},
 			"spec.secretRefs[0].name: Invalid value: needs a path, a default, or both"},
 		{"bad-path", v1alpha1.ReferenceRuleSpec{Target: modelConfig, SecretRefs: []v1alpha1.DataRef{{Name: v1alpha1.FieldRef{Path: ".spec.tls[0].ca"}}}},
@@ -107,8 +108,20 @@ func TestInvalidRulesAreRefusedWithClearMessages(t *testing.T) {
 			"workloads needs exactly one of ownerReferences, selector or name"},
 		{"no-workload-rule", v1alpha1.ReferenceRuleSpec{Target: agent, Workloads: &v1alpha1.WorkloadRule{}},
 			"workloads needs exactly one of ownerReferences, selector or name"},
-		{"bad-workload-kind", v1alpha1.ReferenceRuleSpec{Target: agent, Workloads: &v1alpha1.WorkloadRule{Kinds: []string{"Job"}, Name: "{name}"}},
-			`spec.workloads.kinds[0]: Unsupported value: "Job": supported values: "Deployment", "StatefulSet", "DaemonSet"`},
+		{"bad-workload-kind", v1alpha1.ReferenceRuleSpec{Target: agent, Workloads: &v1alpha1.WorkloadRule{Kinds: []string{"deployments"}, Name: "{name}"}},
+			"a workload kind is a kind name such as Deployment or Rollout (CamelCase), not a resource name"},
+		{"rollout-without-template", v1alpha1.ReferenceRuleSpec{Target: argoRollout, Rollout: &v1alpha1.RolloutTarget{RestartAt: "spec.restartAt"}},
+			`spec.rollout.podTemplate: Invalid value: "": path must be dot-separated field names naming one field`},
+		{"rollout-list-path", v1alpha1.ReferenceRuleSpec{Target: argoRollout, Rollout: &v1alpha1.RolloutTarget{PodTemplate: "spec.templates[]"}},
+			"path must be dot-separated field names naming one field (no []), e.g. spec.template or spec.jobTemplate.spec.template"},
+		{"rollout-bad-restart-path", v1alpha1.ReferenceRuleSpec{Target: argoRollout, Rollout: &v1alpha1.RolloutTarget{PodTemplate: "spec.template", RestartAt: ".spec.restartAt"}},
+			"spec.rollout.restartAt: Invalid value"},
+		{"rollout-restart-is-template", v1alpha1.ReferenceRuleSpec{Target: argoRollout, Rollout: &v1alpha1.RolloutTarget{PodTemplate: "spec.template", RestartAt: "spec.template"}},
+			"restartAt must be a field of its own, not the pod template"},
+		{"rollout-of-deployment", v1alpha1.ReferenceRuleSpec{Target: v1alpha1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, Rollout: &v1alpha1.RolloutTarget{PodTemplate: "spec.template"}},
+			"rollout declares kinds other than Deployment, StatefulSet and DaemonSet, which are rolled already"},
+		{"rollout-long-ready", v1alpha1.ReferenceRuleSpec{Target: argoRollout, Rollout: &v1alpha1.RolloutTarget{PodTemplate: "spec.template", Ready: strings.Repeat("true && ", 300) + "true"}},
+			"spec.rollout.ready: Too long"},
 		{"self-reference", v1alpha1.ReferenceRuleSpec{Target: agent, ReferencedBy: []v1alpha1.Referrer{{Target: agent, Name: v1alpha1.FieldRef{Path: "spec.parent"}}}},
 			"referencedBy must name other kinds than the target itself"},
 		{"bad-format", v1alpha1.ReferenceRuleSpec{Target: modelConfig, ReferencedBy: []v1alpha1.Referrer{{Target: agent, Name: v1alpha1.FieldRef{Path: "spec.m"}, Format: "namespace/name"}}},
@@ -129,28 +142,42 @@ func TestInvalidRulesAreRefusedWithClearMessages(t *testing.T) {
 	}
 }
 
-// The example rules shipped for kagent are accepted as written.
+// The example rules shipped (for kagent, and the rollout targets) are
+// accepted as written, and read back with every field they set.
 func TestExampleRulesAreAccepted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	data, err := os.ReadFile("../../../examples/kagent-referencerules/referencerules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		var r v1alpha1.ReferenceRule
-		if err := yaml.UnmarshalStrict([]byte(doc), &r); err != nil {
-			t.Fatalf("document %d: %v", n, err)
+	for file, want := range map[string]int{
+		"kagent-referencerules/referencerules.yaml": 2,
+		"rollout-targets/argo-rollout.yaml":         1,
+		"rollout-targets/cronjob.yaml":              1,
+	} {
+		data, err := os.ReadFile("../../../examples/" + file)
+		if err != nil {
+			t.Fatal(err)
 		}
-		r.Name = "example-" + r.Name
-		if err := env.Client().Create(ctx, &r); err != nil {
-			t.Fatalf("%s: %v", r.Name, err)
+		n := 0
+		for _, doc := range strings.Split(string(data), "\n---\n") {
+			var r v1alpha1.ReferenceRule
+			if err := yaml.UnmarshalStrict([]byte(doc), &r); err != nil {
+				t.Fatalf("%s: document %d: %v", file, n, err)
+			}
+			r.Name = "example-" + r.Name
+			if err := env.Client().Create(ctx, &r); err != nil {
+				t.Fatalf("%s: %s: %v", file, r.Name, err)
+			}
+			t.Cleanup(func() { _ = env.Client().Delete(context.Background(), &r) })
+			got := &v1alpha1.ReferenceRule{}
+			if err := env.Client().Get(ctx, client.ObjectKey{Name: r.Name}, got); err != nil {
+				t.Fatal(err)
+			}
+			if (r.Spec.Rollout == nil) != (got.Spec.Rollout == nil) || (r.Spec.Rollout != nil && *r.Spec.Rollout != *got.Spec.Rollout) {
+				t.Errorf("%s: rollout stored as %+v, written %+v", r.Name, got.Spec.Rollout, r.Spec.Rollout)
+			}
+			n++
 		}
-		t.Cleanup(func() { _ = env.Client().Delete(context.Background(), &r) })
-		n++
-	}
-	if n != 2 {
-		t.Fatalf("%d rules, want 2", n)
+		if n != want {
+			t.Fatalf("%s: %d rules, want %d", file, n, want)
+		}
 	}
 }

@@ -31,6 +31,10 @@ func (s *ReferenceRuleSpec) DeepCopyInto(out *ReferenceRuleSpec) {
 		}
 		out.Workloads = &w
 	}
+	if s.Rollout != nil {
+		r := *s.Rollout
+		out.Rollout = &r
+	}
 }
 
 func copyDataRefs(in []DataRef) []DataRef {

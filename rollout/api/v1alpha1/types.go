@@ -94,9 +94,32 @@ type ReferenceRuleSpec struct {
 	// ReferencedBy are the fields of other kinds naming an object of the
 	// target kind: whatever the target consumes, they consume too.
 	ReferencedBy []Referrer `json:"referencedBy,omitempty"`
-	// Workloads says which Deployments, StatefulSets and DaemonSets run an
-	// object of the target kind: they consume whatever it consumes.
+	// Workloads says which workloads run an object of the target kind: they
+	// consume whatever it consumes.
 	Workloads *WorkloadRule `json:"workloads,omitempty"`
+	// Rollout declares the target kind a workload kind the controller rolls,
+	// like a Deployment: opted in with hotcert.dev/rollout-on-change, or
+	// reached by another rule's workloads.
+	Rollout *RolloutTarget `json:"rollout,omitempty"`
+}
+
+// RolloutTarget says how the controller rolls objects of a kind that is not
+// a Deployment, StatefulSet or DaemonSet. Paths are dot-separated field
+// names, without [] (each names one place).
+type RolloutTarget struct {
+	// PodTemplate is the path of the kind's pod template (a core/v1
+	// PodTemplateSpec): what the workload consumes is read from its spec, and
+	// the config hash is stamped into its annotations ("spec.template" for an
+	// Argo Rollout, "spec.jobTemplate.spec.template" for a CronJob).
+	PodTemplate string `json:"podTemplate"`
+	// RestartAt, when set, is the path of a timestamp field that is set to
+	// the time of the rollout (RFC 3339) instead of stamping the pod template
+	// ("spec.restartAt" for an Argo Rollout).
+	RestartAt string `json:"restartAt,omitempty"`
+	// Ready is a CEL expression over the object (self) that is true when its
+	// latest rollout is done, so that a change waits for the previous rollout
+	// as it does for a Deployment. Without it the kind is always ready.
+	Ready string `json:"ready,omitempty"`
 }
 
 // GroupVersionKind names a kind ("" group for the core API).
@@ -157,8 +180,9 @@ type Referrer struct {
 // WorkloadRule says which workloads run an object of the target kind: exactly
 // one of OwnerReferences, Selector or Name.
 type WorkloadRule struct {
-	// Kinds are the workload kinds considered (Deployment, StatefulSet,
-	// DaemonSet; all three by default).
+	// Kinds are the workload kinds considered: Deployment, StatefulSet,
+	// DaemonSet (all three by default), or a kind a ReferenceRule declares a
+	// rollout target (spec.rollout).
 	Kinds []string `json:"kinds,omitempty"`
 	// OwnerReferences: workloads whose controller owner reference is the object.
 	OwnerReferences *OwnerReferences `json:"ownerReferences,omitempty"`

@@ -2,6 +2,7 @@ package referencerules
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -14,8 +15,9 @@ import (
 // Graph is a compiled set of ReferenceRules: for each kind, what it names and
 // what runs it.
 type Graph struct {
-	kinds map[schema.GroupKind]*kindNode
-	gvks  []schema.GroupVersionKind
+	kinds   map[schema.GroupKind]*kindNode
+	gvks    []schema.GroupVersionKind
+	targets map[string]*Target // declared workload kinds, by kind name
 }
 
 type kindNode struct {
@@ -48,12 +50,33 @@ type workloads struct {
 	name     string
 }
 
-// WorkloadKinds are the kinds of workloads a rule can name.
+// WorkloadKinds are the built-in kinds of workloads a rule can name; a rule
+// can also name a kind that a rule declares a rollout target.
 var WorkloadKinds = []string{"Deployment", "StatefulSet", "DaemonSet"}
 
-// Compile checks and compiles rules. Two rules for one kind are an error.
+// Compile checks and compiles rules. Two rules for one kind are an error, and
+// so is a workload kind that is neither built in nor declared by one of rules.
 func Compile(rules []v1alpha1.ReferenceRule) (*Graph, error) {
-	g := &Graph{kinds: map[schema.GroupKind]*kindNode{}}
+	declared := declaredKinds(rules)
+	return compile(rules, func(k string) bool { return declared[k] })
+}
+
+// declaredKinds returns the names of the kinds rules declare rollout
+// targets.
+func declaredKinds(rules []v1alpha1.ReferenceRule) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range rules {
+		if r.Spec.Rollout != nil {
+			out[r.Spec.Target.Kind] = true
+		}
+	}
+	return out
+}
+
+// compile is Compile with the workload kinds declared by rules in use beside
+// these (a rule compiled alone may name a kind another rule declares).
+func compile(rules []v1alpha1.ReferenceRule, declared func(kind string) bool) (*Graph, error) {
+	g := &Graph{kinds: map[schema.GroupKind]*kindNode{}, targets: map[string]*Target{}}
 	node := func(t v1alpha1.GroupVersionKind) *kindNode {
 		gvk := t.GVK()
 		n := g.kinds[gvk.GroupKind()]
@@ -129,14 +152,33 @@ func Compile(rules []v1alpha1.ReferenceRule) (*Graph, error) {
 				kinds = WorkloadKinds
 			}
 			for _, k := range kinds {
-				if !slices.Contains(WorkloadKinds, k) {
-					return nil, fmt.Errorf("referencerules: rule %s: workload kind %s is not one of %s", rule.Name, k, strings.Join(WorkloadKinds, ", "))
+				if !slices.Contains(WorkloadKinds, k) && !declared(k) {
+					return nil, fmt.Errorf("referencerules: rule %s: workload kind %s is not one of %s, nor declared by a rule's rollout", rule.Name, k, strings.Join(WorkloadKinds, ", "))
 				}
 			}
 			n.work = &workloads{kinds: kinds, owner: w.OwnerReferences != nil, selector: w.Selector, name: w.Name}
 		}
+		if s.Rollout != nil {
+			t, err := compileTarget(rule.Name, n.gvk, s.Rollout)
+			if err != nil {
+				return nil, err
+			}
+			if o := g.targets[t.GVK.Kind]; o != nil {
+				return nil, fmt.Errorf("referencerules: rules %s and %s both declare a workload kind named %s (%s, %s): workload kinds are told apart by name", o.Rule, rule.Name, t.GVK.Kind, o.GVK.GroupKind(), t.GVK.GroupKind())
+			}
+			g.targets[t.GVK.Kind] = t
+		}
 	}
 	return g, nil
+}
+
+// Targets returns the workload kinds the rules declare, by kind name.
+func (g *Graph) Targets() []*Target {
+	out := make([]*Target, 0, len(g.targets))
+	for _, name := range slices.Sorted(maps.Keys(g.targets)) {
+		out = append(out, g.targets[name])
+	}
+	return out
 }
 
 // Kinds returns the kinds the graph names, targets and referrers, in the order
@@ -145,3 +187,7 @@ func (g *Graph) Kinds() []schema.GroupVersionKind { return slices.Clone(g.gvks) 
 
 // expand replaces "{name}" with the object's name.
 func expand(tmpl, name string) string { return strings.ReplaceAll(tmpl, "{name}", name) }
+
+// anyKind declares every workload kind: for compiling a rule alone to learn
+// which kinds it names.
+func anyKind(string) bool { return true }

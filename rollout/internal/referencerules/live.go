@@ -51,9 +51,27 @@ type Live struct {
 	applied string
 	stuck   map[string]error
 
-	mu       sync.Mutex
-	handlers []func([]WorkloadRef)
-	onRules  []func([]RuleState)
+	mu        sync.Mutex
+	handlers  []func([]WorkloadRef)
+	onRules   []func([]RuleState)
+	onTargets []func([]*Target)
+}
+
+// OnTargets registers fn, called with the declared workload kinds (see
+// Graph.Targets) every time a new graph is in use, before its workloads are
+// reported to OnChange's functions.
+func (l *Live) OnTargets(fn func([]*Target)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.onTargets = append(l.onTargets, fn)
+}
+
+// Targets returns the declared workload kinds of the graph in use.
+func (l *Live) Targets() []*Target {
+	if r := l.Resolver(); r != nil {
+		return r.graph.Targets()
+	}
+	return nil
 }
 
 // RuleState is what Live made of one ReferenceRule at its latest attempt.
@@ -330,6 +348,12 @@ func (l *Live) rebuild(ctx context.Context, objs []any) (bad map[string]error, e
 		kinds = append(kinds, gvk.GroupKind().String())
 	}
 	l.logger.Info("following ReferenceRules", "rules", len(rules)-len(stuck), "kinds", kinds)
+	l.mu.Lock()
+	fns := slices.Clone(l.onTargets)
+	l.mu.Unlock()
+	for _, fn := range fns {
+		fn(r.graph.Targets())
+	}
 	old := l.cur.Swap(r)
 	if old != nil {
 		old.Shutdown()
@@ -381,7 +405,7 @@ func (l *Live) start(ctx context.Context, rules []v1alpha1.ReferenceRule) (_ *Re
 
 // blocked returns the first of the resources that rule names, "" if none.
 func (l *Live) blocked(rule v1alpha1.ReferenceRule, resources []schema.GroupVersionResource) string {
-	g, err := Compile([]v1alpha1.ReferenceRule{rule})
+	g, err := compile([]v1alpha1.ReferenceRule{rule}, anyKind)
 	if err != nil {
 		return ""
 	}
@@ -412,9 +436,10 @@ func (l *Live) sortOut(rules []v1alpha1.ReferenceRule, bad map[string]error) []v
 		return strings.Compare(a.Name, b.Name)
 	})
 	owner := map[schema.GroupKind]string{}
+	declared := declaredKinds(rules)
 	var ok []v1alpha1.ReferenceRule
 	for _, r := range rules {
-		g, err := Compile([]v1alpha1.ReferenceRule{r})
+		g, err := compile([]v1alpha1.ReferenceRule{r}, func(k string) bool { return declared[k] })
 		if err != nil {
 			bad[r.Name] = err
 			continue
@@ -439,7 +464,29 @@ func (l *Live) sortOut(rules []v1alpha1.ReferenceRule, bad map[string]error) []v
 		ok = append(ok, r)
 	}
 	slices.SortFunc(ok, func(a, b v1alpha1.ReferenceRule) int { return strings.Compare(a.Name, b.Name) })
-	return ok
+	return withoutUndeclared(ok, bad)
+}
+
+// withoutUndeclared sets aside, until none is left, the rules whose workloads
+// name a kind that only a rule set aside declares.
+func withoutUndeclared(rules []v1alpha1.ReferenceRule, bad map[string]error) []v1alpha1.ReferenceRule {
+	for {
+		declared := declaredKinds(rules)
+		kept := rules[:0:0]
+		for _, r := range rules {
+			if w := r.Spec.Workloads; w != nil {
+				if i := slices.IndexFunc(w.Kinds, func(k string) bool { return !slices.Contains(WorkloadKinds, k) && !declared[k] }); i >= 0 {
+					bad[r.Name] = fmt.Errorf("referencerules: rule %s: workload kind %s is declared by no rule in use", r.Name, w.Kinds[i])
+					continue
+				}
+			}
+			kept = append(kept, r)
+		}
+		if len(kept) == len(rules) {
+			return kept
+		}
+		rules = kept
+	}
 }
 
 // signature identifies a set of rules at their generations.

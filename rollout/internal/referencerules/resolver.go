@@ -102,14 +102,23 @@ func NewResolver(dyn dynamic.Interface, mapper meta.RESTMapper, g *Graph, namesp
 			return nil, err
 		}
 		r.crs[gvk.GroupKind()] = inf
-		if n.work != nil {
+	}
+	for _, gvk := range g.gvks {
+		if n := g.kinds[gvk.GroupKind()]; n.work != nil {
 			for _, k := range n.work.kinds {
 				if r.work[k] != nil {
 					continue
 				}
-				wi := r.factory.ForResource(workloadGVR[k]).Informer()
-				if err := wi.SetTransform(workloadMetadata); err != nil {
-					return nil, err
+				var wi cache.SharedIndexInformer
+				if t := g.targets[k]; t != nil {
+					// A declared kind is a rule's target: its informer holds
+					// whole objects already.
+					wi = r.crs[t.GVK.GroupKind()]
+				} else {
+					wi = r.factory.ForResource(workloadGVR[k]).Informer()
+					if err := wi.SetTransform(workloadMetadata); err != nil {
+						return nil, err
+					}
 				}
 				if err := wi.AddIndexers(cache.Indexers{indexOwner: ownerValues}); err != nil {
 					return nil, err
