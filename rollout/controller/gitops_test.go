@@ -102,7 +102,7 @@ func gitopsReapply(t *testing.T, a gitopsApplier, tmplAnn map[string]string) {
 	if got := controllerFields(d); !maps.Equal(got, rolled) {
 		t.Fatalf("after re-applying the manifest: the controller's fields are %v, were %v", got, rolled)
 	}
-	if got := slices.Sorted(maps.Keys(templateAnnotationsOf(d))); !slices.Equal(got, slices.Sorted(maps.Keys(with(tmplAnn, rollout.AnnotationConfigHash, "")))) {
+	if got := slices.Sorted(maps.Keys(d.Spec.Template.Annotations)); !slices.Equal(got, slices.Sorted(maps.Keys(with(tmplAnn, rollout.AnnotationConfigHash, "")))) {
 		t.Fatalf("pod-template annotations %v, want the manifest's and the stamp", d.Spec.Template.Annotations)
 	}
 	checkOwnership(t, d, a.manager)
@@ -201,14 +201,25 @@ func controllerFields(d *appsv1.Deployment) map[string]string {
 	return out
 }
 
-func templateAnnotationsOf(d *appsv1.Deployment) map[string]string { return d.Spec.Template.Annotations }
-
-// controllerPaths are the fields the controller writes on a workload,
+// controllerFieldPaths are the fields the controller writes on a workload,
 // derived from its constants: the stamp and the state annotations.
-func controllerPaths() []fieldpath.Path {
-	out := []fieldpath.Path{fieldpath.MakePathOrDie("spec", "template", "metadata", "annotations", rollout.AnnotationConfigHash)}
+func controllerFieldPaths() [][]string {
+	out := [][]string{{"spec", "template", "metadata", "annotations", rollout.AnnotationConfigHash}}
 	for _, k := range stateKeys {
-		out = append(out, fieldpath.MakePathOrDie("metadata", "annotations", k))
+		out = append(out, []string{"metadata", "annotations", k})
+	}
+	return out
+}
+
+// controllerPaths are controllerFieldPaths as managedFields name them.
+func controllerPaths() []fieldpath.Path {
+	var out []fieldpath.Path
+	for _, p := range controllerFieldPaths() {
+		parts := make([]any, len(p))
+		for i, s := range p {
+			parts[i] = s
+		}
+		out = append(out, fieldpath.MakePathOrDie(parts...))
 	}
 	return out
 }
