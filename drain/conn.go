@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hotcert/hotcert"
 )
@@ -11,8 +12,8 @@ import (
 // conn is one accepted connection and the grpc.Server serving it.
 type conn struct {
 	net.Conn
-	closed    chan struct{}
 	closeOnce sync.Once
+	onClose   func()        // run once, when the connection is first closed
 	drainCh   chan struct{} // closed when draining starts
 
 	mu       sync.Mutex
@@ -22,7 +23,7 @@ type conn struct {
 }
 
 func newConn(c net.Conn) *conn {
-	return &conn{Conn: c, closed: make(chan struct{}), drainCh: make(chan struct{})}
+	return &conn{Conn: c, drainCh: make(chan struct{})}
 }
 
 func (c *conn) servedIdentity() *hotcert.Material {
@@ -40,10 +41,14 @@ func (c *conn) peerChain() []*x509.Certificate {
 // startDrain tells the connection's RPCs (see Draining) to wind down.
 func (c *conn) startDrain() { close(c.drainCh) }
 
-// Close closes the connection and tells the Server it is gone.
+// Close closes the connection and tells the Server it is gone (onClose).
 func (c *conn) Close() error {
 	err := c.Conn.Close()
-	c.closeOnce.Do(func() { close(c.closed) })
+	c.closeOnce.Do(func() {
+		if c.onClose != nil {
+			c.onClose()
+		}
+	})
 	return err
 }
 
@@ -58,37 +63,20 @@ func (c *conn) markDraining() bool {
 	return true
 }
 
-// oneConnListener hands its one connection to grpc.Server.Serve, then blocks until
-// it or the connection is closed, which is how Serve learns it should return (the
-// connection's transport lives on until the connection closes: Serve returning does
-// not stop it).
+// oneConnListener hands its one connection to grpc.Server.Serve and then fails,
+// so that Serve returns at once: the connection's transport lives on without it
+// (Serve returning stops nothing), and Stop and GracefulStop still reach it.
 type oneConnListener struct {
-	c      *conn
-	ch     chan net.Conn
-	closed chan struct{}
-	close  sync.Once
-}
-
-func newOneConnListener(c *conn) *oneConnListener {
-	l := &oneConnListener{c: c, ch: make(chan net.Conn, 1), closed: make(chan struct{})}
-	l.ch <- c
-	return l
+	c     *conn
+	taken atomic.Bool
 }
 
 func (l *oneConnListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.ch:
-		return c, nil
-	case <-l.closed:
-		return nil, net.ErrClosed
-	case <-l.c.closed:
-		return nil, net.ErrClosed
+	if l.taken.Swap(true) {
+		return nil, net.ErrClosed // not temporary: Serve returns
 	}
+	return l.c, nil
 }
 
-func (l *oneConnListener) Close() error {
-	l.close.Do(func() { close(l.closed) })
-	return nil
-}
-
+func (l *oneConnListener) Close() error   { return nil }
 func (l *oneConnListener) Addr() net.Addr { return l.c.LocalAddr() }

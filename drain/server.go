@@ -135,21 +135,29 @@ func (s *Server) serveConn(c *conn) {
 		c.Close()
 		return
 	}
+	// No goroutine of its own per connection: Serve hands the connection to grpc
+	// (whose transport goroutines serve it) and returns at once, and the clean-up
+	// runs when the connection is closed (peer left, handshake failed, drained or
+	// stopped), on a goroutine of its own since Close may be called from within
+	// grpc's handling of the connection, which srv.Stop waits for. A goroutine
+	// parked per connection for its whole life cost a stack per agent
+	// (BenchmarkScaleAgents in the reference control plane). onClose is set under
+	// s.mu before c is published in s.conns, so Stop's Close sees it.
+	c.onClose = func() {
+		go func() {
+			defer s.wg.Done()
+			srv.Stop()
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
 	s.conns[c] = srv
+	s.wg.Add(1)
 	s.mu.Unlock()
-	// One goroutine per connection: Serve returns once the connection is closed (its
-	// listener's Accept then fails) or the listener is (Stop, GracefulStop), and the
-	// same goroutine then waits for the transport to be gone (peer left, handshake
-	// failed, or drained) and cleans up. A separate watcher goroutine per connection
-	// cost a stack per agent (BenchmarkScaleAgents in the reference control plane).
-	s.wg.Go(func() {
-		_ = srv.Serve(newOneConnListener(c))
-		<-c.closed
-		srv.Stop()
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-	})
+	if err := srv.Serve(&oneConnListener{c: c}); err != nil && !errors.Is(err, net.ErrClosed) {
+		c.Close() // grpc.Server refused the connection (it never took it)
+	}
 }
 
 // Conns returns the number of open connections.
