@@ -433,3 +433,137 @@ func TestFluxOverrideManagerWouldTakeTheStamp(t *testing.T) {
 	waitFor(t, "the rollout to be undone", check)
 	holds(t, 1500*time.Millisecond, "no further rollout", check)
 }
+
+// TestGitOpsManifestCarryingTheControllerFields: a manifest in Git that
+// carries the controller's fields (exported from a live cluster after a
+// rollout) makes each forced server-side apply put back stale values. Without
+// anything more, that is two rollouts per sync, for ever: Git's stamp (a
+// rollout back), then the controller's (Git's recorded state no longer
+// matches the content). Argo CD's RespectIgnoreDifferences=true with the
+// documented paths, or the controller's admission webhook, keep the live
+// values: no rollout at all.
+func TestGitOpsManifestCarryingTheControllerFields(t *testing.T) {
+	t.Parallel()
+	paths := snippetJQPaths(t, "argocd-application-paths.yaml")
+	for _, tc := range []struct {
+		name    string
+		webhook bool
+		sync    func(t *testing.T, git *unstructured.Unstructured)
+		loops   bool
+	}{
+		{name: "plain", sync: serverSideApply(argoCDManager, true), loops: true},
+		{name: "respect-ignore-differences", sync: func(t *testing.T, git *unstructured.Unstructured) {
+			serverSideApply(argoCDManager, true)(t, respectIgnoreDifferences(t, git, paths))
+		}},
+		{name: "webhook", webhook: true, sync: serverSideApply(argoCDManager, true)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ns := env.NewNamespace(t)
+			if tc.webhook {
+				startWebhook(t, ns)
+			}
+			changes := templateChanges(t, ns)
+			createSecret(t, secret(ns, "s", map[string]string{"a": "1"}))
+			serverSideApply(argoCDManager, true)(t, gitopsManifest(ns, nil))
+			waitReplicaSets(t, ns, "app", 1)
+			startController(t, ns, testOptions())
+			waitAdopted(t, ns, "app")
+			updateSecret(t, ns, "s", setKey("a", "2"))
+			waitReplicaSets(t, ns, "app", 2)
+
+			// The live object's fields, committed to Git; then the content
+			// changes again and the controller rolls.
+			git := gitopsManifest(ns, nil)
+			for k, v := range controllerFields(getDeployment(t, ns, "app")) {
+				path := []string{"metadata", "annotations", k}
+				if k == rollout.AnnotationConfigHash {
+					path = []string{"spec", "template", "metadata", "annotations", k}
+				}
+				if err := unstructured.SetNestedField(git.Object, v, path...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			updateSecret(t, ns, "s", setKey("a", "3"))
+			waitReplicaSets(t, ns, "app", 3)
+			noMoreRollouts(t, ns, changes, 2)
+			current := rollout.Stamped(&getDeployment(t, ns, "app").Spec.Template)
+
+			if tc.loops {
+				for i := 1; i <= 2; i++ {
+					tc.sync(t, git)
+					waitFor(t, "Git's stamp and then the controller's", func() (bool, error) {
+						return changes("app") == 2+2*i && rollout.Stamped(&getDeployment(t, ns, "app").Spec.Template) == current, nil
+					})
+				}
+				return
+			}
+			for range 3 {
+				tc.sync(t, git)
+			}
+			noMoreRollouts(t, ns, changes, 2)
+			if got := rollout.Stamped(&getDeployment(t, ns, "app").Spec.Template); got != current {
+				t.Fatalf("stamp %q after the syncs, want the controller's %q", got, current)
+			}
+		})
+	}
+}
+
+// snippetJQPaths returns the jq expressions of the first ignoreDifferences
+// entry of an Application snippet.
+func snippetJQPaths(t *testing.T, file string) []string {
+	t.Helper()
+	for _, o := range snippets(t)[file] {
+		rules, _, _ := unstructured.NestedSlice(o.Object, "spec", "ignoreDifferences")
+		if len(rules) > 0 {
+			paths, _, _ := unstructured.NestedStringSlice(rules[0].(map[string]any), "jqPathExpressions")
+			if len(paths) > 0 {
+				return paths
+			}
+		}
+	}
+	t.Fatalf("%s: no jqPathExpressions", file)
+	return nil
+}
+
+// respectIgnoreDifferences is what Argo CD's RespectIgnoreDifferences=true
+// does to the desired object before a sync (controller/sync.go,
+// normalizeTargetResources): the ignored paths are removed from it, and the
+// live object's values at those paths (the strategic merge patch from the
+// normalized live object to the live one) are patched in.
+func respectIgnoreDifferences(t *testing.T, git *unstructured.Unstructured, paths []string) *unstructured.Unstructured {
+	t.Helper()
+	live, err := dynamicClient(t).Resource(deploymentsResource).Namespace(git.GetNamespace()).Get(testContext(t), git.GetName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unstructured.RemoveNestedField(live.Object, "status")
+	normalize := func(doc map[string]any) []byte {
+		doc = deepCopyJSON(doc)
+		for _, p := range paths {
+			var err error
+			if doc, err = jqDelete(p, doc); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return mustJSON(doc)
+	}
+	meta, err := strategicpatch.NewPatchMetaFromStruct(&appsv1.Deployment{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	liveJSON := mustJSON(live.Object)
+	patch, err := strategicpatch.CreateThreeWayMergePatch(liveJSON, liveJSON, normalize(live.Object), meta, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patched, err := strategicpatch.StrategicMergePatch(normalize(git.Object), patch, &appsv1.Deployment{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &unstructured.Unstructured{}
+	if err := out.UnmarshalJSON(patched); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
