@@ -145,6 +145,7 @@ const (
 // processSample is what a server process measures of itself.
 type processSample struct {
 	Heap       uint64        // runtime.MemStats.HeapInuse after a GC
+	Stack      uint64        // runtime.MemStats.StackInuse
 	RSS        uint64        // VmRSS
 	Goroutines int           // runtime.NumGoroutine
 	CPU        time.Duration // user + system CPU of the process
@@ -163,6 +164,9 @@ func (r scaleResult) HeapPerConn() float64 {
 func (r scaleResult) RSSPerConn() float64 {
 	return (float64(r.After.RSS) - float64(r.Before.RSS)) / float64(r.N)
 }
+func (r scaleResult) StackPerConn() float64 {
+	return (float64(r.After.Stack) - float64(r.Before.Stack)) / float64(r.N)
+}
 func (r scaleResult) GoroutinesPerConn() float64 {
 	return float64(r.After.Goroutines-r.Before.Goroutines) / float64(r.N)
 }
@@ -177,11 +181,11 @@ func (r scaleResult) ratios(base scaleResult) (heap, rss, cpu float64) {
 
 func logScaleTable(b *testing.B, n int, res []scaleResult) {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%d agents (x: against %s)\n%-8s %10s %12s %12s %10s %12s %8s %8s %8s\n", n, res[0].Kind, "server", "connect", "heap/conn", "rss/conn", "gor/conn", "cpu/conn", "heap x", "rss x", "cpu x")
+	fmt.Fprintf(&sb, "%d agents (x: against %s)\n%-8s %10s %12s %12s %12s %10s %12s %8s %8s %8s\n", n, res[0].Kind, "server", "connect", "heap/conn", "stack/conn", "rss/conn", "gor/conn", "cpu/conn", "heap x", "rss x", "cpu x")
 	for _, r := range res {
 		heap, rss, cpu := r.ratios(res[0])
-		fmt.Fprintf(&sb, "%-8s %10s %10.1fKiB %10.1fKiB %10.2f %12s %8.2f %8.2f %8.2f\n", r.Kind, r.Connect.Round(time.Millisecond),
-			r.HeapPerConn()/1024, r.RSSPerConn()/1024, r.GoroutinesPerConn(), r.CPUPerConn().Round(time.Microsecond), heap, rss, cpu)
+		fmt.Fprintf(&sb, "%-8s %10s %10.1fKiB %10.1fKiB %10.1fKiB %10.2f %12s %8.2f %8.2f %8.2f\n", r.Kind, r.Connect.Round(time.Millisecond),
+			r.HeapPerConn()/1024, r.StackPerConn()/1024, r.RSSPerConn()/1024, r.GoroutinesPerConn(), r.CPUPerConn().Round(time.Microsecond), heap, rss, cpu)
 	}
 	b.Log(sb.String())
 }
@@ -587,10 +591,12 @@ func scaleServerProcess(t failer) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	prof := startScaleProfile(t, kind)
 	fmt.Printf("%sready %s %s\n", scaleLine, ln.Addr(), before)
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		if in.Text() == "measure" {
+			prof.stop(t)
 			after, err := json.Marshal(sampleProcess(t))
 			if err != nil {
 				t.Fatal(err)
@@ -679,6 +685,7 @@ func sampleProcess(t failer) processSample {
 	}
 	return processSample{
 		Heap:       ms.HeapInuse,
+		Stack:      ms.StackInuse,
 		RSS:        vmRSS(t),
 		Goroutines: runtime.NumGoroutine(),
 		CPU:        time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
