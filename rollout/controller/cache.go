@@ -110,13 +110,14 @@ func workloadTransform(obj any) (any, error) {
 	if !ok || optedIn(o) || hasState(o) {
 		return obj, nil
 	}
+	// Of the spec, only what subPath mounts reach (see subpath.go).
 	switch w := o.(type) {
 	case *appsv1.Deployment:
-		w.Spec, w.Status = appsv1.DeploymentSpec{}, appsv1.DeploymentStatus{}
+		w.Spec, w.Status = appsv1.DeploymentSpec{Template: subPathTemplate(&w.Spec.Template)}, appsv1.DeploymentStatus{}
 	case *appsv1.StatefulSet:
-		w.Spec, w.Status = appsv1.StatefulSetSpec{}, appsv1.StatefulSetStatus{}
+		w.Spec, w.Status = appsv1.StatefulSetSpec{Template: subPathTemplate(&w.Spec.Template)}, appsv1.StatefulSetStatus{}
 	case *appsv1.DaemonSet:
-		w.Spec, w.Status = appsv1.DaemonSetSpec{}, appsv1.DaemonSetStatus{}
+		w.Spec, w.Status = appsv1.DaemonSetSpec{Template: subPathTemplate(&w.Spec.Template)}, appsv1.DaemonSetStatus{}
 	}
 	return obj, nil
 }

@@ -15,6 +15,7 @@ type metrics struct {
 	pending  *prometheus.GaugeVec   // {kind}
 	reads    *prometheus.CounterVec // {kind}: API reads of Secret/ConfigMap data
 	objects  prometheus.GaugeFunc   // digests held in memory
+	subPath  *prometheus.CounterVec // {kind}: changes subPath consumers never see (see subpath.go)
 	queue    *queueDepth            // {kind}
 }
 
@@ -63,13 +64,17 @@ func newMetrics(reg prometheus.Registerer, prefix string, cachedObjects func() f
 			Name: prefix + "_rollout_digested_objects",
 			Help: "Referenced Secrets and ConfigMaps whose key digests are held in memory (their data never is).",
 		}, cachedObjects),
+		subPath: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: prefix + "_rollout_subpath_changes_total",
+			Help: "Changes of a Secret or ConfigMap key that a workload which is not opted in mounts with subPath, so its running pods never see them (one per change and workload), by workload kind.",
+		}, []string{"kind"}),
 		queue: &queueDepth{
 			desc: prometheus.NewDesc(prefix+"_rollout_queue_depth",
 				"Workloads waiting in the work queue, ready to reconcile, by kind.", []string{"kind"}, nil),
 			queues: map[string]func() int{},
 		},
 	}
-	for _, c := range []prometheus.Collector{m.rollouts, m.errors, m.pending, m.reads, m.objects, m.queue} {
+	for _, c := range []prometheus.Collector{m.rollouts, m.errors, m.pending, m.reads, m.objects, m.subPath, m.queue} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

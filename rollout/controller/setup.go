@@ -114,6 +114,9 @@ func (c *Controller) SetupWithManager(mgr manager.Manager) error {
 	if c.live != nil {
 		c.followTargets(mgr)
 	}
+	if err := c.setupSubPath(mgr, watcher, hashOpts); err != nil {
+		return err
+	}
 	return nil
 }
 
