@@ -404,3 +404,20 @@ func deepCopyJSON(m map[string]any) map[string]any {
 	}
 	return out
 }
+
+// snippetJQPaths returns the jq expressions of the first ignoreDifferences
+// entry of an Application snippet.
+func snippetJQPaths(t *testing.T, file string) []string {
+	t.Helper()
+	for _, o := range snippets(t)[file] {
+		rules, _, _ := unstructured.NestedSlice(o.Object, "spec", "ignoreDifferences")
+		if len(rules) > 0 {
+			paths, _, _ := unstructured.NestedStringSlice(rules[0].(map[string]any), "jqPathExpressions")
+			if len(paths) > 0 {
+				return paths
+			}
+		}
+	}
+	t.Fatalf("%s: no jqPathExpressions", file)
+	return nil
+}

@@ -2,52 +2,21 @@ package controller
 
 import (
 	"bytes"
-	"encoding/json"
 	"maps"
 	"slices"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/csaupgrade"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/hotcert/hotcert/rollout"
 )
-
-// Field managers of the GitOps tools, as they name themselves.
-const (
-	argoCDManager = "argocd-controller"         // Argo CD, ServerSideApply=true
-	fluxManager   = "kustomize-controller"      // Flux, always server-side apply
-	csaManager    = "kubectl-client-side-apply" // kubectl apply, Argo CD's default sync
-)
-
-// gitopsApplier re-applies a manifest the way one GitOps tool does.
-type gitopsApplier struct {
-	name    string
-	manager string // the field manager its writes are recorded under
-	apply   func(t *testing.T, manifest *unstructured.Unstructured)
-}
-
-var gitopsAppliers = []gitopsApplier{
-	{"argocd-ssa", argoCDManager, serverSideApply(argoCDManager, true)}, // Argo CD always forces
-	{"argocd-ssa-no-force", argoCDManager, serverSideApply(argoCDManager, false)},
-	{"flux", fluxManager, serverSideApply(fluxManager, true)}, // Flux always forces
-	{"flux-no-force", fluxManager, serverSideApply(fluxManager, false)},
-	{"client-side", csaManager, clientSideApply},
-	// Argo CD switched to ServerSideApply=true on an application synced
-	// client-side so far: it migrates kubectl's fields to its own manager
-	// (csaupgrade), then applies server-side.
-	{"argocd-csa-then-ssa", argoCDManager, csaThenSSA},
-}
 
 // TestGitOpsReapplyKeepsTheStampAndDoesNotLoop: a GitOps tool re-applies the
 // original manifest of a workload the controller adopted and rolled, by
@@ -271,123 +240,6 @@ func checkOwnership(t *testing.T, d *appsv1.Deployment, gitops string) {
 	}
 }
 
-func dynamicClient(t *testing.T) dynamic.Interface {
-	t.Helper()
-	dc, err := dynamic.NewForConfig(env.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dc
-}
-
-var deploymentsResource = appsv1.SchemeGroupVersion.WithResource("deployments")
-
-// serverSideApply applies a manifest as Argo CD (ServerSideApply=true) and
-// Flux's kustomize-controller do: server-side apply under their manager.
-func serverSideApply(manager string, force bool) func(t *testing.T, manifest *unstructured.Unstructured) {
-	return func(t *testing.T, manifest *unstructured.Unstructured) {
-		t.Helper()
-		if _, err := dynamicClient(t).Resource(deploymentsResource).Namespace(manifest.GetNamespace()).Apply(testContext(t), manifest.GetName(), manifest,
-			metav1.ApplyOptions{FieldManager: manager, Force: force}); err != nil {
-			t.Fatalf("server-side apply as %s (force %v): %v", manager, force, err)
-		}
-	}
-}
-
-// clientSideApply applies a manifest as `kubectl apply` (and Argo CD's
-// default sync) does: a three-way strategic merge patch between the last
-// applied configuration (annotation), the manifest and the live object; a
-// create with the annotation when there is no live object.
-func clientSideApply(t *testing.T, manifest *unstructured.Unstructured) {
-	t.Helper()
-	ctx := testContext(t)
-	res := dynamicClient(t).Resource(deploymentsResource).Namespace(manifest.GetNamespace())
-	modified := withLastApplied(t, manifest)
-	live, err := res.Get(ctx, manifest.GetName(), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		obj := &unstructured.Unstructured{}
-		if err := obj.UnmarshalJSON(modified); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := res.Create(ctx, obj, metav1.CreateOptions{FieldManager: csaManager}); err != nil {
-			t.Fatalf("client-side apply (create): %v", err)
-		}
-		return
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	current, err := live.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta, err := strategicpatch.NewPatchMetaFromStruct(&appsv1.Deployment{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	original := []byte(live.GetAnnotations()[corev1.LastAppliedConfigAnnotation])
-	patch, err := strategicpatch.CreateThreeWayMergePatch(original, modified, current, meta, true)
-	if err != nil {
-		t.Fatalf("client-side apply: computing the patch: %v", err)
-	}
-	if string(patch) == "{}" {
-		return // kubectl: "unchanged"
-	}
-	if _, err := res.Patch(ctx, manifest.GetName(), types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: csaManager}); err != nil {
-		t.Fatalf("client-side apply: %v (patch %s)", err, patch)
-	}
-}
-
-// withLastApplied returns the manifest carrying its own JSON in the
-// last-applied-configuration annotation, as kubectl's
-// GetModifiedConfiguration does.
-func withLastApplied(t *testing.T, manifest *unstructured.Unstructured) []byte {
-	t.Helper()
-	m := manifest.DeepCopy()
-	ann := m.GetAnnotations()
-	delete(ann, corev1.LastAppliedConfigAnnotation)
-	m.SetAnnotations(ann)
-	plain, err := json.Marshal(m.Object)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ann[corev1.LastAppliedConfigAnnotation] = string(plain)
-	m.SetAnnotations(ann)
-	out, err := json.Marshal(m.Object)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// csaThenSSA is Argo CD after ServerSideApply=true was switched on: the
-// first sync creates client-side; every later one migrates the client-side
-// manager's fields to argocd-controller, as Argo CD does with csaupgrade, and
-// applies server-side (forced).
-func csaThenSSA(t *testing.T, manifest *unstructured.Unstructured) {
-	t.Helper()
-	ctx := testContext(t)
-	res := dynamicClient(t).Resource(deploymentsResource).Namespace(manifest.GetNamespace())
-	live, err := res.Get(ctx, manifest.GetName(), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		clientSideApply(t, manifest)
-		return
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(csaManager), argoCDManager)
-	if err != nil {
-		t.Fatalf("csaupgrade: %v", err)
-	}
-	if patch != nil {
-		if _, err := res.Patch(ctx, manifest.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
-			t.Fatalf("migrating the client-side fields: %v", err)
-		}
-	}
-	serverSideApply(argoCDManager, true)(t, manifest)
-}
-
 // TestFluxOverrideManagerWouldTakeTheStamp is what the docs warn against:
 // naming hotcert-controller in kustomize-controller's --override-manager
 // makes Flux take the controller's fields over (it renames their manager to
@@ -507,63 +359,4 @@ func TestGitOpsManifestCarryingTheControllerFields(t *testing.T) {
 			}
 		})
 	}
-}
-
-// snippetJQPaths returns the jq expressions of the first ignoreDifferences
-// entry of an Application snippet.
-func snippetJQPaths(t *testing.T, file string) []string {
-	t.Helper()
-	for _, o := range snippets(t)[file] {
-		rules, _, _ := unstructured.NestedSlice(o.Object, "spec", "ignoreDifferences")
-		if len(rules) > 0 {
-			paths, _, _ := unstructured.NestedStringSlice(rules[0].(map[string]any), "jqPathExpressions")
-			if len(paths) > 0 {
-				return paths
-			}
-		}
-	}
-	t.Fatalf("%s: no jqPathExpressions", file)
-	return nil
-}
-
-// respectIgnoreDifferences is what Argo CD's RespectIgnoreDifferences=true
-// does to the desired object before a sync (controller/sync.go,
-// normalizeTargetResources): the ignored paths are removed from it, and the
-// live object's values at those paths (the strategic merge patch from the
-// normalized live object to the live one) are patched in.
-func respectIgnoreDifferences(t *testing.T, git *unstructured.Unstructured, paths []string) *unstructured.Unstructured {
-	t.Helper()
-	live, err := dynamicClient(t).Resource(deploymentsResource).Namespace(git.GetNamespace()).Get(testContext(t), git.GetName(), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	unstructured.RemoveNestedField(live.Object, "status")
-	normalize := func(doc map[string]any) []byte {
-		doc = deepCopyJSON(doc)
-		for _, p := range paths {
-			var err error
-			if doc, err = jqDelete(p, doc); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return mustJSON(doc)
-	}
-	meta, err := strategicpatch.NewPatchMetaFromStruct(&appsv1.Deployment{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	liveJSON := mustJSON(live.Object)
-	patch, err := strategicpatch.CreateThreeWayMergePatch(liveJSON, liveJSON, normalize(live.Object), meta, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	patched, err := strategicpatch.StrategicMergePatch(normalize(git.Object), patch, &appsv1.Deployment{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := &unstructured.Unstructured{}
-	if err := out.UnmarshalJSON(patched); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
