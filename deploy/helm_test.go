@@ -49,6 +49,13 @@ func TestHelmChart(t *testing.T) {
 				t.Error("a PodDisruptionBudget for one replica")
 			}
 		}},
+		{"namespace and workload selectors", map[string]any{
+			"controller": map[string]any{"namespaceSelector": "team in (payments,billing)", "workloadSelector": "app.kubernetes.io/part-of=shop"},
+		}, func(t *testing.T, _ []*unstructured.Unstructured, o *options.Options) {
+			if o.NamespaceSelectorString != "team in (payments,billing)" || o.WorkloadSelectorString != "app.kubernetes.io/part-of=shop" {
+				t.Errorf("selectors not passed: namespace %q, workload %q", o.NamespaceSelectorString, o.WorkloadSelectorString)
+			}
+		}},
 		{"webhook with cert-manager", map[string]any{
 			"webhook": map[string]any{"enabled": true},
 		}, func(t *testing.T, objs []*unstructured.Unstructured, _ *options.Options) {

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -124,12 +125,47 @@ func TestKustomizeManifests(t *testing.T) {
 			}
 		}
 	})
+	t.Run("namespace-selector overlay", func(t *testing.T) { checkNamespaceSelectorOverlay(t, sa) })
 	t.Run("dry-run overlay", func(t *testing.T) {
 		dep := convert[appsv1.Deployment](t, find(kustomize(t, "overlays/dry-run"), "Deployment", "hotcert-controller"))
 		if !containerArgs(t, dep).DryRun {
 			t.Fatal("the overlay does not set dry run")
 		}
 	})
+}
+
+// checkNamespaceSelectorOverlay runs the binary with the overlay's arguments
+// as the base's ServiceAccount: its RBAC lets it watch Namespaces, and it
+// adopts a workload of a labelled namespace.
+func checkNamespaceSelectorOverlay(t *testing.T, sa *corev1.ServiceAccount) {
+	ctx := testContext(t)
+	dep := convert[appsv1.Deployment](t, find(kustomize(t, "overlays/namespace-selector"), "Deployment", "hotcert-controller"))
+	if got := containerArgs(t, dep).NamespaceSelectorString; got != "hotcert.dev/rollout=enabled" {
+		t.Fatalf("the overlay's namespace selector is %q", got)
+	}
+	ns := env.NewNamespace(t)
+	patch := []byte(`{"metadata":{"labels":{"hotcert.dev/rollout":"enabled"}}}`)
+	if _, err := env.Clientset().CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Clientset().CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "s"}, StringData: map[string]string{"a": "1"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Clientset().AppsV1().Deployments(ns).Create(ctx, optedInDeployment("app", "s", "a"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// One replica of its own: no Lease (the base's controller holds it).
+	logs := runController(t, serviceAccountKubeconfig(t, sa), append(dep.Spec.Template.Spec.Containers[0].Args,
+		"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0"))
+	waitFor(t, "adoption of app in the labelled namespace", func(ctx context.Context) (bool, error) {
+		d, err := env.Clientset().AppsV1().Deployments(ns).Get(ctx, "app", metav1.GetOptions{})
+		return err == nil && d.Annotations[rollout.AnnotationAppliedHash] != "", err
+	})
+	if l := logs.String(); strings.Contains(l, "forbidden") {
+		t.Fatalf("the manifests' RBAC is not enough for --namespace-selector:\n%s", l)
+	}
 }
 
 // optedInDeployment is a Deployment opted in to rollouts, consuming key of

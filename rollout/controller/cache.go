@@ -2,11 +2,15 @@ package controller
 
 import (
 	"context"
+	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,25 +37,51 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 // Managed fields and kubectl's last-applied annotation (which holds the whole
 // object, a Secret's data included, when it was applied with kubectl) are
 // never kept.
+//
+// With Options.WorkloadSelector, the workload watches carry it as their label
+// selector (the default one, so that it holds for the kinds ReferenceRules
+// declare too; Secrets and ConfigMaps are exempt): the API server sends only
+// matching workloads, and a workload that stops matching arrives as a
+// deletion (see scopeReporter). With
+// Options.NamespaceSelector, the namespaces are the scoped cache's business
+// (see NewCache).
 func (c *Controller) CacheOptions(namespaces ...string) cache.Options {
 	c.namespaces = namespaces
+	sel := c.opts.WorkloadSelector
 	opts := cache.Options{
-		DefaultTransform: stripMetadata,
+		DefaultTransform:     stripMetadata,
+		DefaultLabelSelector: sel,
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}:      {Transform: stripMetadata},
-			&corev1.ConfigMap{}:   {Transform: stripMetadata},
-			&appsv1.Deployment{}:  {Transform: workloadTransform},
-			&appsv1.StatefulSet{}: {Transform: workloadTransform},
-			&appsv1.DaemonSet{}:   {Transform: workloadTransform},
+			&corev1.Secret{}:      {Transform: stripMetadata, Label: labels.Everything()},
+			&corev1.ConfigMap{}:   {Transform: stripMetadata, Label: labels.Everything()},
+			&appsv1.Deployment{}:  {Transform: workloadTransform, Label: sel},
+			&appsv1.StatefulSet{}: {Transform: workloadTransform, Label: sel},
+			&appsv1.DaemonSet{}:   {Transform: workloadTransform, Label: sel},
 		},
 	}
-	if len(namespaces) > 0 {
+	if len(namespaces) > 0 && c.opts.NamespaceSelector == nil {
 		opts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range namespaces {
 			opts.DefaultNamespaces[ns] = cache.Config{}
 		}
 	}
 	return opts
+}
+
+// NewCache builds the manager's cache from the options CacheOptions returned
+// (it is a cache.NewCacheFunc: the manager's NewCache). Without a namespace
+// selector it is controller-runtime's cache; with one, a cache that watches
+// the namespaces in scope only (see nsScope and scopedCache).
+func (c *Controller) NewCache(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
+	if c.opts.NamespaceSelector == nil {
+		return cache.New(cfg, opts)
+	}
+	c.scope = newNSScope(c.opts.NamespaceSelector, c.namespaces, cfg)
+	sc, err := newScopedCache(c.scope, cfg, opts, ctrl.Log.WithName("scope"))
+	if err != nil {
+		return nil, fmt.Errorf("controller: building the scoped cache: %w", err)
+	}
+	return sc, nil
 }
 
 // ClientOptions returns the manager client configuration: unless the mode is

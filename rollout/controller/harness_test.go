@@ -148,6 +148,7 @@ func startControllerIn(t testing.TB, rc *rest.Config, namespaces []string, o Opt
 	mo := ctrl.Options{
 		Logger:                 logger,
 		Cache:                  ctl.CacheOptions(namespaces...),
+		NewCache:               ctl.NewCache,
 		Client:                 ctl.ClientOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",

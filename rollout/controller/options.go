@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/clock"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -88,6 +89,18 @@ type Options struct {
 	// installed, and the controller must be able to read the kinds the rules
 	// name.
 	ReferenceRules bool
+	// NamespaceSelector, if set, restricts the controller to the namespaces
+	// whose labels match it (and, if CacheOptions is given namespaces, that
+	// are among them): Secrets, ConfigMaps and workloads of other namespaces
+	// are not watched, so the API server never sends them. A namespace is
+	// picked up when it starts matching and dropped when it stops, while the
+	// controller runs. The manager must be built with NewCache.
+	NamespaceSelector labels.Selector
+	// WorkloadSelector, if set, restricts the controller to the Deployments,
+	// StatefulSets and DaemonSets whose labels match it: other workloads are
+	// not watched, and a managed workload that stops matching is left alone
+	// (an OutOfScope Event says so; its stamp and state annotations stay).
+	WorkloadSelector labels.Selector
 	// AlsoReferenced, if set, names more objects whose data CacheReferenced
 	// keeps (e.g. Secrets a custom resource chain references): it is asked
 	// about every object no opted-in workload's pod spec references. It must be
@@ -162,6 +175,12 @@ func (o Options) Default() Options {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
+	}
+	if o.NamespaceSelector != nil && o.NamespaceSelector.Empty() {
+		o.NamespaceSelector = nil // every namespace
+	}
+	if o.WorkloadSelector != nil && o.WorkloadSelector.Empty() {
+		o.WorkloadSelector = nil
 	}
 	return o
 }

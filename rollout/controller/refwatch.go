@@ -3,7 +3,9 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 	"runtime/debug"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +41,7 @@ import (
 type refWatcher struct {
 	mode       SecretCache
 	namespaces []string // empty: all
+	scope      *nsScope // with a namespace selector: the namespaces to watch
 	store      *store
 	restCfg    *rest.Config
 
@@ -46,15 +49,33 @@ type refWatcher struct {
 	unsynced int           // reflectors that have not listed yet
 	synced   chan struct{} // closed once every reflector has listed
 	sinks    map[*refSource]workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+	// With a scope: the running reflectors of each namespace in it.
+	ctx      context.Context
+	cs       kubernetes.Interface
+	mc       metadata.Interface
+	watching map[string]*nsWatch
 }
 
-func newRefWatcher(mode SecretCache, namespaces []string, st *store, cfg *rest.Config) *refWatcher {
-	return &refWatcher{mode: mode, namespaces: namespaces, store: st, restCfg: cfg,
-		synced: make(chan struct{}), sinks: map[*refSource]workqueue.TypedRateLimitingInterface[reconcile.Request]{}}
+// nsWatch is the reflectors of one namespace in scope.
+type nsWatch struct {
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	pending int // reflectors whose first list the sync waits for
 }
+
+func newRefWatcher(mode SecretCache, namespaces []string, scope *nsScope, st *store, cfg *rest.Config) *refWatcher {
+	return &refWatcher{mode: mode, namespaces: namespaces, scope: scope, store: st, restCfg: cfg,
+		synced: make(chan struct{}), sinks: map[*refSource]workqueue.TypedRateLimitingInterface[reconcile.Request]{},
+		watching: map[string]*nsWatch{}}
+}
+
+var refKinds = []rollout.Kind{rollout.KindSecret, rollout.KindConfigMap}
 
 // Start runs the reflectors until ctx is done (a manager Runnable, on every
-// replica: a standby keeps its view warm).
+// replica: a standby keeps its view warm): one per kind and namespace given,
+// or across all namespaces, or, with a namespace selector, per namespace in
+// scope, started and stopped as namespaces enter and leave it.
 func (w *refWatcher) Start(ctx context.Context) error {
 	cs, err := kubernetes.NewForConfig(w.restCfg)
 	if err != nil {
@@ -64,28 +85,106 @@ func (w *refWatcher) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if w.scope != nil {
+		return w.startScoped(ctx, cs, mc)
+	}
 	namespaces := w.namespaces
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
-	kinds := []rollout.Kind{rollout.KindSecret, rollout.KindConfigMap}
 	w.mu.Lock()
-	w.unsynced = len(kinds) * len(namespaces)
+	w.unsynced = len(refKinds) * len(namespaces)
 	w.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, kind := range kinds {
-		for _, ns := range namespaces {
-			lw, expected := w.listWatch(cs, mc, kind, ns)
-			rs := &refStore{w: w, kind: kind, namespace: ns}
-			r := toolscache.NewReflectorWithOptions(lw, expected, rs, toolscache.ReflectorOptions{
-				Name: fmt.Sprintf("hotcert %s %s", kind, ns),
-			})
-			wg.Go(func() { r.RunWithContext(ctx) })
-		}
+	for _, ns := range namespaces {
+		w.run(ctx, &wg, cs, mc, ns)
 	}
 	<-ctx.Done()
 	wg.Wait()
 	return nil
+}
+
+// run starts the reflectors of namespace ns.
+func (w *refWatcher) run(ctx context.Context, wg *sync.WaitGroup, cs kubernetes.Interface, mc metadata.Interface, ns string) {
+	for _, kind := range refKinds {
+		lw, expected := w.listWatch(cs, mc, kind, ns)
+		rs := &refStore{w: w, kind: kind, namespace: ns}
+		r := toolscache.NewReflectorWithOptions(lw, expected, rs, toolscache.ReflectorOptions{
+			Name: fmt.Sprintf("hotcert %s %s", kind, ns),
+		})
+		wg.Go(func() { r.RunWithContext(ctx) })
+	}
+}
+
+// startScoped follows the scope: the watcher is synced once the namespaces
+// are listed and the reflectors of those in scope then have listed.
+func (w *refWatcher) startScoped(ctx context.Context, cs kubernetes.Interface, mc metadata.Interface) error {
+	w.mu.Lock()
+	w.ctx, w.cs, w.mc = ctx, cs, mc
+	w.unsynced = 1 // the namespace list
+	w.mu.Unlock()
+	for _, ns := range w.scope.subscribe(w) {
+		w.enter(ns)
+	}
+	if w.scope.waitListed(ctx) {
+		w.listed("")
+	}
+	<-ctx.Done()
+	w.mu.Lock()
+	watching := w.watching
+	w.watching = map[string]*nsWatch{}
+	w.mu.Unlock()
+	for _, nw := range watching {
+		nw.cancel()
+		nw.wg.Wait()
+	}
+	return nil
+}
+
+// enter starts watching a namespace that entered the scope.
+func (w *refWatcher) enter(ns string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ctx == nil || w.watching[ns] != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(w.ctx)
+	nw := &nsWatch{cancel: cancel}
+	w.watching[ns] = nw
+	if !isClosed(w.synced) {
+		nw.pending = len(refKinds)
+		w.unsynced += nw.pending
+	}
+	w.run(ctx, &nw.wg, w.cs, w.mc, ns)
+}
+
+// leave stops watching a namespace that left the scope and forgets what was
+// kept of its objects.
+func (w *refWatcher) leave(ns string) {
+	w.mu.Lock()
+	nw := w.watching[ns]
+	delete(w.watching, ns)
+	if nw != nil {
+		w.listedLocked(nw.pending) // the sync does not wait for it any more
+	}
+	w.mu.Unlock()
+	if nw == nil {
+		return
+	}
+	nw.cancel()
+	nw.wg.Wait() // no store call of its reflectors after this
+	for _, kind := range refKinds {
+		for _, k := range w.store.keys(kind, ns) {
+			w.store.forget(k)
+		}
+	}
+}
+
+// watchedNamespaces lists the namespaces watched under a scope.
+func (w *refWatcher) watchedNamespaces() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Sorted(maps.Keys(w.watching))
 }
 
 // NeedLeaderElection: the watch runs on standbys too.
@@ -132,20 +231,35 @@ func (w *refWatcher) changed(kind rollout.Kind, ns, name string) {
 	}
 }
 
-func (w *refWatcher) listed() {
+// listed counts a first list in: of a reflector of namespace ns, or (ns "",
+// under a scope) of the namespaces.
+func (w *refWatcher) listed(ns string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.unsynced > 0 {
-		w.unsynced--
-		if w.unsynced == 0 {
-			close(w.synced)
-			if w.mode == CacheReferenced {
-				// The initial list decoded every Secret's data only to drop
-				// most of it: give that one-off spike back to the OS now
-				// rather than let the heap goal keep it resident.
-				go debug.FreeOSMemory()
-			}
+	if w.scope != nil && ns != "" {
+		nw := w.watching[ns]
+		if nw == nil || nw.pending == 0 {
+			return // entered after the sync, or left
 		}
+		nw.pending--
+	}
+	w.listedLocked(1)
+}
+
+func (w *refWatcher) listedLocked(n int) {
+	if w.unsynced == 0 || isClosed(w.synced) {
+		return
+	}
+	w.unsynced -= n
+	if w.unsynced > 0 {
+		return
+	}
+	close(w.synced)
+	if w.mode == CacheReferenced {
+		// The initial list decoded every Secret's data only to drop
+		// most of it: give that one-off spike back to the OS now
+		// rather than let the heap goal keep it resident.
+		go debug.FreeOSMemory()
 	}
 }
 
@@ -270,7 +384,7 @@ func (s *refStore) Replace(list []any, _ string) error {
 			s.w.changed(s.kind, k.namespace, k.name)
 		}
 	}
-	s.once.Do(s.w.listed)
+	s.once.Do(func() { s.w.listed(s.namespace) })
 	return nil
 }
 

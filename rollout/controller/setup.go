@@ -25,6 +25,7 @@ type Controller struct {
 	report      *reporter
 	recs        []*reconciler
 	namespaces  []string
+	scope       *nsScope // nil without Options.NamespaceSelector (see NewCache)
 	cacheReader atomic.Pointer[client.Reader]
 	live        *referencerules.Live // nil unless Options.ReferenceRules
 	webhook     *webhookServer       // nil unless Options.Webhook.Addr
@@ -81,6 +82,9 @@ func (c *Controller) SetupWithManager(mgr manager.Manager) error {
 			return fmt.Errorf("controller: adding the webhook: %w", err)
 		}
 	}
+	if err := c.setupScope(mgr); err != nil {
+		return err
+	}
 	if o.ReferenceRules {
 		if err := c.setupReferenceRules(mgr); err != nil {
 			return err
@@ -88,7 +92,7 @@ func (c *Controller) SetupWithManager(mgr manager.Manager) error {
 	}
 	var watcher *refWatcher
 	if o.SecretCache != cacheFull {
-		watcher = newRefWatcher(o.SecretCache, c.namespaces, c.store, mgr.GetConfig())
+		watcher = newRefWatcher(o.SecretCache, c.namespaces, c.scope, c.store, mgr.GetConfig())
 		if err := mgr.Add(watcher); err != nil {
 			return err
 		}

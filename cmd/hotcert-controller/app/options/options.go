@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,6 +31,11 @@ type Options struct {
 
 	// Namespaces restricts the controller to these namespaces (default: all).
 	Namespaces []string
+	// NamespaceSelectorString and WorkloadSelectorString are label selectors
+	// (kubectl's syntax): only namespaces, and workloads, whose labels match
+	// are watched.
+	NamespaceSelectorString string
+	WorkloadSelectorString  string
 	// Kubeconfig is a kubeconfig file (default: $KUBECONFIG, the in-cluster
 	// configuration, or ~/.kube/config).
 	Kubeconfig string
@@ -95,6 +101,8 @@ func New() *Options {
 // defaults.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.Namespaces, "namespace", o.Namespaces, "watch only this namespace (repeatable; default: all namespaces)")
+	fs.StringVar(&o.NamespaceSelectorString, "namespace-selector", o.NamespaceSelectorString, "watch only the namespaces whose labels match this label selector, e.g. team=payments (with --namespace: those of them that match); a namespace is picked up when it starts matching and dropped when it stops")
+	fs.StringVar(&o.WorkloadSelectorString, "workload-selector", o.WorkloadSelectorString, "watch only the Deployments, StatefulSets and DaemonSets whose labels match this label selector, e.g. app.kubernetes.io/part-of=shop; a workload that stops matching is no longer rolled (an OutOfScope Event says so)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file (default: $KUBECONFIG, in-cluster config, or ~/.kube/config)")
 	fs.DurationVar(&o.MinInterval, "min-interval", o.MinInterval, "minimum time between two rollouts of one workload; changes inside it coalesce into one rollout at its end (annotation hotcert.dev/min-interval overrides)")
 	fs.IntVar(&o.MaxRollouts, "max-rollouts-per-minute", o.MaxRollouts, "global cap on rollouts per minute across all workloads (-1: no cap)")
@@ -139,6 +147,12 @@ func (o *Options) Validate() error {
 	case o.SecretCache != controller.CacheReferenced && o.SecretCache != controller.CacheMetadata:
 		return fmt.Errorf("--secret-cache %q: want referenced or metadata", o.SecretCache)
 	}
+	if _, err := labels.Parse(o.NamespaceSelectorString); err != nil {
+		return fmt.Errorf("--namespace-selector %q: %w", o.NamespaceSelectorString, err)
+	}
+	if _, err := labels.Parse(o.WorkloadSelectorString); err != nil {
+		return fmt.Errorf("--workload-selector %q: %w", o.WorkloadSelectorString, err)
+	}
 	return nil
 }
 
@@ -163,6 +177,9 @@ func (o *Options) Complete(log logr.Logger) (*Config, error) {
 		return nil, err
 	}
 	c := &Config{Controller: o.Options, Namespaces: o.Namespaces}
+	// Validate parsed them.
+	c.Controller.NamespaceSelector, _ = labels.Parse(o.NamespaceSelectorString)
+	c.Controller.WorkloadSelector, _ = labels.Parse(o.WorkloadSelectorString)
 	if c.Controller.MinInterval == 0 {
 		c.Controller.MinInterval = -1 // the library's zero means "default"; --min-interval=0 means none
 	}
