@@ -63,6 +63,11 @@ func New(ctx context.Context, src Source, opts ...Option) (*Reloader, error) {
 	r.store.Set(m)
 	r.cfg.logger.Info(r.cfg.msgLoaded, r.materialAttrs(m)...)
 	r.cfg.observer.ObserveLoad(r.cfg.component, m, true)
+	if o, ok := r.cfg.observer.(NeverUpdatedObserver); ok {
+		if files, ok := neverUpdated(src); ok {
+			o.ObserveNeverUpdated(r.cfg.component, files)
+		}
+	}
 	return r, nil
 }
 

@@ -9,6 +9,7 @@
 //	hotcert_tls_ca_bundle_certificates{component}                       gauge
 //	hotcert_tls_cert_info{component,sha256,serial,issuer}               gauge (1)
 //	hotcert_tls_ca_certificate_info{component,sha256,subject}           gauge (1 per CA)
+//	hotcert_tls_files_never_updated{component}                          gauge
 //
 // Prefix, label name and result values are options so a product keeps its own
 // names: prefix "argocd_agent" with results "success"/"error" gives the argocd-agent
@@ -33,10 +34,14 @@ type Recorder struct {
 	reloads  *reloadmetrics.Reloads
 	notAfter *prometheus.GaugeVec
 	caCerts  *prometheus.GaugeVec
+	frozen   *prometheus.GaugeVec
 	held     *held
 }
 
-var _ hotcert.Observer = (*Recorder)(nil)
+var (
+	_ hotcert.Observer             = (*Recorder)(nil)
+	_ hotcert.NeverUpdatedObserver = (*Recorder)(nil)
+)
 
 // Option names the series of a [Recorder]. The same options name the JWT key series
 // of package jwtkeys/jwtmetrics: pass one list to both, and one prefix and label
@@ -93,6 +98,10 @@ func New(reg prometheus.Registerer, opts ...Option) (*Recorder, error) {
 			Name: name("tls_ca_bundle_certificates"),
 			Help: "Number of CA certificates in the trust bundle in use.",
 		}, []string{n.Label}),
+		frozen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: name("tls_files_never_updated"),
+			Help: "Files of the source that will never be updated where they are read (a Kubernetes subPath mount): a rotation reaches the process only when it restarts.",
+		}, []string{n.Label}),
 		held: newHeld(n),
 	}
 	if reg != nil {
@@ -118,7 +127,7 @@ func (r *Recorder) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (r *Recorder) collectors() []prometheus.Collector {
-	return append(append(r.reloads.Collectors(), r.notAfter, r.caCerts), r.held.collectors()...)
+	return append(append(r.reloads.Collectors(), r.notAfter, r.caCerts, r.frozen), r.held.collectors()...)
 }
 
 // ObserveLoad implements [hotcert.Observer]. The first load sets the gauges and
@@ -131,6 +140,13 @@ func (r *Recorder) ObserveLoad(component string, m *hotcert.Material, initial bo
 	}
 	r.caCerts.WithLabelValues(component).Set(float64(len(m.TrustCertificates())))
 	r.held.observe(component, m)
+}
+
+// ObserveNeverUpdated implements [hotcert.NeverUpdatedObserver]: it sets the
+// number of the component's files that will never be updated (0 included, as a
+// baseline).
+func (r *Recorder) ObserveNeverUpdated(component string, files []string) {
+	r.frozen.WithLabelValues(component).Set(float64(len(files)))
 }
 
 // ObserveFailure implements [hotcert.Observer].

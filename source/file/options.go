@@ -25,6 +25,7 @@ type config struct {
 	maxSize                   int64
 	rewatch                   time.Duration
 	logger                    *slog.Logger
+	mountInfo                 string // the mount table read for subPath mounts (see subPathMounts)
 }
 
 // WithKeyPair reads the identity from a PEM certificate chain (leaf first) and its
@@ -71,4 +72,10 @@ func WithLogger(l *slog.Logger) Option {
 			c.logger = l
 		}
 	})
+}
+
+// withMountInfo reads the mount table from path instead of /proc/self/mountinfo
+// (tests give fixtures).
+func withMountInfo(path string) Option {
+	return optionFunc(func(c *config) { c.mountInfo = path })
 }

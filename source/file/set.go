@@ -32,6 +32,8 @@ type Set struct {
 	maxSize int64
 	rewatch time.Duration
 	logger  *slog.Logger
+	// neverUpdated are the files a Kubernetes subPath mount put in place.
+	neverUpdated []string
 }
 
 // NewSet returns a Set of files. [WithMaxSize], [WithRewatchInterval] and
@@ -50,9 +52,10 @@ func NewSet(files []File, opts ...Option) (*Set, error) {
 
 func defaults() config {
 	return config{
-		maxSize: hotcert.DefaultMaxInputSize,
-		rewatch: DefaultRewatchInterval,
-		logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		maxSize:   hotcert.DefaultMaxInputSize,
+		rewatch:   DefaultRewatchInterval,
+		logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		mountInfo: defaultMountInfo,
 	}
 }
 
@@ -63,8 +66,39 @@ func newSet(files []File, c config) (*Set, error) {
 	if !slices.ContainsFunc(files, func(f File) bool { return f.Path != "" }) {
 		return nil, errors.New("file: a set needs at least one file")
 	}
-	return &Set{files: slices.Clone(files), maxSize: c.maxSize, rewatch: c.rewatch, logger: c.logger}, nil
+	s := &Set{files: slices.Clone(files), maxSize: c.maxSize, rewatch: c.rewatch, logger: c.logger}
+	s.neverUpdated = s.findSubPathMounts(c.mountInfo)
+	return s, nil
 }
+
+// findSubPathMounts looks the files up in the mount table at path and logs,
+// once, each one that a subPath mount put in place. A table that cannot be
+// read (not Linux, no /proc) finds none.
+func (s *Set) findSubPathMounts(path string) []string {
+	paths := make([]string, 0, len(s.files))
+	for _, f := range s.files {
+		paths = append(paths, f.Path)
+	}
+	mounts, err := readMountInfo(path)
+	if err != nil {
+		s.logger.Debug("file: mount table unreadable; not looking for subPath mounts", "mountinfo", path, "error", err.Error())
+		return nil
+	}
+	var out []string
+	for _, m := range subPathMounts(paths, mounts) {
+		s.logger.Warn("file is a subPath mount and will never be updated; mount its volume's directory instead",
+			"source", s.String(), "file", m.file, "mount_point", m.mount.point, "mount_root", m.mount.root)
+		out = append(out, m.file)
+	}
+	return out
+}
+
+// NeverUpdated returns the files of the Set that will never change where they
+// are read: a Kubernetes subPath mount bind-mounted them (or a directory above
+// them) once, when the container started, so an update of their Secret or
+// ConfigMap never reaches them and only a restart does. It implements
+// [hotcert.NeverUpdated]; New logs each of them once.
+func (s *Set) NeverUpdated() []string { return slices.Clone(s.neverUpdated) }
 
 // Read returns one input per file of the Set, in order: absent for an empty path
 // and for a missing optional file. It reads every file from one "..data"

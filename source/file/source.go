@@ -59,6 +59,10 @@ func (s *Source) Read(context.Context) (hotcert.Content, error) {
 	return c, nil
 }
 
+// NeverUpdated returns the files that a Kubernetes subPath mount put in place:
+// they never change until the container restarts (see [Set.NeverUpdated]).
+func (s *Source) NeverUpdated() []string { return s.files.NeverUpdated() }
+
 // Watch implements [hotcert.Source]; see [Set.Watch].
 func (s *Source) Watch(ctx context.Context, changed func()) error { return s.files.Watch(ctx, changed) }
 

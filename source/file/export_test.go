@@ -1,0 +1,4 @@
+package file
+
+// WithMountInfo is withMountInfo, for the tests.
+var WithMountInfo = withMountInfo
