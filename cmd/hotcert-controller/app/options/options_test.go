@@ -38,6 +38,8 @@ func TestValidate(t *testing.T) {
 		{[]string{"--rollout-wait-timeout=-1s"}, "--rollout-wait-timeout -1s is negative"},
 		{[]string{"--max-concurrent-reconciles=-1"}, "--max-concurrent-reconciles -1 is negative"},
 		{[]string{"--leader-election-id="}, "--leader-election-id is empty"},
+		{[]string{"--namespace-selector=team in (a"}, "--namespace-selector \"team in (a\":"},
+		{[]string{"--workload-selector=a=b=c"}, "--workload-selector \"a=b=c\":"},
 		{[]string{"--webhook-bind-address=:9443"}, "--webhook-cert-file and --webhook-key-file"},
 	} {
 		if err := parse(t, tc.args...).Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
