@@ -47,12 +47,29 @@ func targetRules(t testing.TB) {
 			_, err := dyn(t).Resource(argoRollouts).Namespace("default").List(ctx, metav1.ListOptions{})
 			return err == nil, nil
 		})
-		for _, f := range []string{"argo-rollout.yaml", "cronjob.yaml"} {
-			data, err := os.ReadFile("../../examples/rollout-targets/" + f)
-			if err != nil {
-				t.Fatal(err)
+		// A test-only rule whose workloads are a declared kind: a Gateway
+		// runs the Rollout of its name.
+		gatewayRule := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "hotcert.dev/v1alpha1", "kind": "ReferenceRule",
+			"metadata": map[string]any{"name": "test-gateway-rollout"},
+			"spec": map[string]any{
+				"target":     map[string]any{"group": "example.dev", "version": "v1", "kind": "Gateway"},
+				"secretRefs": []any{map[string]any{"name": map[string]any{"path": "spec.tls.secretName"}, "key": map[string]any{"default": "routes"}}},
+				"workloads":  map[string]any{"name": "{name}", "kinds": []any{"Rollout"}},
+			},
+		}}
+		for _, f := range []string{"argo-rollout.yaml", "cronjob.yaml", ""} {
+			var objs []*unstructured.Unstructured
+			if f == "" {
+				objs = append(objs, gatewayRule)
+			} else {
+				data, err := os.ReadFile("../../examples/rollout-targets/" + f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				objs = kubetest.DecodeYAML(t, data)
 			}
-			for _, o := range kubetest.DecodeYAML(t, data) {
+			for _, o := range objs {
 				if _, err := dyn(t).Resource(referenceRules).Create(ctx, o, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 					t.Fatalf("creating ReferenceRule %s from %s: %v", o.GetName(), f, err)
 				}
@@ -272,4 +289,40 @@ func TestDeclaredKindCronJob(t *testing.T) {
 		}
 		return len(pods.Items) > 0, nil
 	})
+}
+
+var gateways = schema.GroupVersionResource{Group: "example.dev", Version: "v1", Resource: "gateways"}
+
+// A chain reaches a declared kind: a Gateway names a Secret and runs the
+// Rollout of its name (a rule's workloads: {name, kinds: [Rollout]}), which
+// is not opted in itself; the Secret's change restarts it.
+func TestChainReachesDeclaredKind(t *testing.T) {
+	t.Parallel()
+	targetRules(t)
+	ns := env.NewNamespace(t)
+	createSecret(t, secret(ns, "gw-tls", map[string]string{"routes": "r1", "notes": "n1"}))
+	createCR(t, gateways, "Gateway", ns, "edge", map[string]any{"tls": map[string]any{"secretName": "gw-tls"}})
+	ro := argoRollout(ns, "edge", "gw-tls", "routes") // its pods read the routes too
+	ro.SetAnnotations(nil)                            // not opted in: the chain reaches it
+	if _, err := dyn(t).Resource(argoRollouts).Namespace(ns).Create(testContext(t), ro, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	setRolloutStatus(t, ns, "edge", "Healthy")
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC))
+	o := testOptions()
+	o.ReferenceRules = true
+	o.Clock = clk
+	c := startController(t, ns, o)
+	waitEvent(t, ns, "edge", eventAdopted, "Secret gw-tls")
+	clk.SetTime(clk.Now().Add(time.Minute))
+	updateSecret(t, ns, "gw-tls", setKey("notes", "n2")) // not consumed
+	updateSecret(t, ns, "gw-tls", setKey("routes", "r2"))
+	waitEvent(t, ns, "edge", eventRolled, "rolled: Secret gw-tls")
+	got, _, _ := unstructured.NestedString(getRollout(t, ns, "edge").Object, "spec", "restartAt")
+	if want := clk.Now().UTC().Format(time.RFC3339); got != want {
+		t.Fatalf("spec.restartAt = %q, want %q", got, want)
+	}
+	if n := c.counter("Rollout", resultRolled, reasonConfigChanged); n != 1 {
+		t.Fatalf("%d rollouts counted, want 1", n)
+	}
 }
