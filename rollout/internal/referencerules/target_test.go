@@ -16,9 +16,9 @@ func targetRule(name string, gvk v1alpha1.GroupVersionKind, t v1alpha1.RolloutTa
 }
 
 var (
-	argoKind    = v1alpha1.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Rollout"}
+	argoKind     = v1alpha1.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Rollout"}
 	otherRollout = v1alpha1.GroupVersionKind{Group: "example.dev", Version: "v1", Kind: "Rollout"}
-	gatewayKind = v1alpha1.GroupVersionKind{Group: "example.dev", Version: "v1", Kind: "Gateway"}
+	gatewayKind  = v1alpha1.GroupVersionKind{Group: "example.dev", Version: "v1", Kind: "Gateway"}
 )
 
 func TestCompileRolloutTargets(t *testing.T) {
