@@ -331,16 +331,7 @@ func percentile(lat []time.Duration, p int) time.Duration {
 // process by BenchmarkMemory; the binary does not offer it.)
 func BenchmarkMemoryBinary(b *testing.B) {
 	fx := fixture(b)
-	dir, err := os.MkdirTemp("", "hotcert-bin-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "hotcert-controller")
-	build := exec.Command("go", "build", "-o", bin, "github.com/hotcert/hotcert/cmd/hotcert-controller")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("building hotcert-controller: %v\n%s", err, out)
-	}
+	bin := buildController(b)
 	modes := []SecretCache{CacheReferenced, CacheMetadata}
 	reports := map[SecretCache]memoryReport{}
 	for range b.N {
@@ -358,33 +349,68 @@ func BenchmarkMemoryBinary(b *testing.B) {
 	}
 }
 
+// buildController builds the hotcert-controller binary for the benchmark.
+func buildController(b *testing.B) string {
+	b.Helper()
+	bin := filepath.Join(b.TempDir(), "hotcert-controller")
+	build := exec.Command("go", "build", "-o", bin, "github.com/hotcert/hotcert/cmd/hotcert-controller")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("building hotcert-controller: %v\n%s", err, out)
+	}
+	return bin
+}
+
 func runBinary(b *testing.B, fx *benchFixture, bin string, mode SecretCache) memoryReport {
 	b.Helper()
+	p := startBinary(b, fx.kubeconfig, bin, mode)
+	defer p.stop()
+	return p.settle(b, benchOptedIn, 5*time.Second)
+}
+
+// binaryProc is a running hotcert-controller.
+type binaryProc struct {
+	cmd   *exec.Cmd
+	url   string // its /metrics
+	mode  SecretCache
+	start time.Time
+}
+
+// startBinary runs bin against the cluster of kubeconfig in cache mode mode,
+// with no minimum interval nor budget, and the extra arguments.
+func startBinary(b *testing.B, kubeconfig, bin string, mode SecretCache, extra ...string) *binaryProc {
+	b.Helper()
 	port := freePort(b)
-	cmd := exec.Command(bin, "--kubeconfig", fx.kubeconfig, "--secret-cache", string(mode),
+	args := append([]string{"--kubeconfig", kubeconfig, "--secret-cache", string(mode),
 		"--leader-elect=false", "--health-probe-bind-address=0", fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port),
-		"--min-interval=0", "--max-rollouts-per-minute=-1", "--log-level=error")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	start := time.Now()
+		"--min-interval=0", "--max-rollouts-per-minute=-1", "--log-level=error"}, extra...)
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = os.Stderr
+	p := &binaryProc{cmd: cmd, url: fmt.Sprintf("http://127.0.0.1:%d/metrics", port), mode: mode, start: time.Now()}
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	defer func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		_ = cmd.Wait()
-	}()
-	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
-	waitForWithin(b, 5*time.Minute, string(mode)+" controller to digest the referenced Secrets", func() (bool, error) {
-		return scrape(url, "hotcert_rollout_digested_objects") >= benchOptedIn, nil
+	return p
+}
+
+func (p *binaryProc) stop() {
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	_ = p.cmd.Wait()
+}
+
+// settle waits until the controller has digested want referenced objects,
+// then for d, and reads its memory as the kubelet would see it.
+func (p *binaryProc) settle(b *testing.B, want int, d time.Duration) memoryReport {
+	b.Helper()
+	waitForWithin(b, 5*time.Minute, string(p.mode)+" controller to digest the referenced Secrets", func() (bool, error) {
+		return scrape(p.url, "hotcert_rollout_digested_objects") >= float64(want), nil
 	})
-	synced := time.Since(start)
-	time.Sleep(5 * time.Second)
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	synced := time.Since(p.start)
+	time.Sleep(d)
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := memoryReport{Mode: string(mode), SyncSeconds: synced.Seconds()}
+	r := memoryReport{Mode: string(p.mode), SyncSeconds: synced.Seconds()}
 	for _, line := range strings.Split(string(raw), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 2 {
