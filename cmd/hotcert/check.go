@@ -37,6 +37,9 @@ It prints a summary of what would be served and trusted, or the reason the files
 would be refused, and exits non-zero with a one-line reason when they would. Give a
 key pair, a bundle (--ca-file alone, as for an agent's ca.crt), or both.
 
+A file that a Kubernetes subPath mount put in place is never updated when its Secret
+or ConfigMap changes: check prints a warning for it (never_updated in -o json).
+
 With --jwt-key-dir it validates an agent-token key directory (signing.key and
 optional verify.pem, or hs256.keys) with jwtkeys.Validate, as "hotcert server
 --jwt-key-dir" would before using it, and prints the key that signs and every key

@@ -30,6 +30,10 @@ type FilesReport struct {
 	// ChainsToBundle says whether the leaf verifies against the bundle (both given).
 	// It is informational: the reloader does not require it.
 	ChainsToBundle *Check `json:"chains_to_bundle,omitempty"`
+	// NeverUpdated lists the files a Kubernetes subPath mount put in place:
+	// an update of their Secret or ConfigMap never reaches them, only a
+	// restart of the container does.
+	NeverUpdated []string `json:"never_updated,omitempty"`
 	// Input, Reason and Error describe why the files do not load (OK false).
 	Input  string `json:"input,omitempty"`
 	Reason string `json:"reason,omitempty"`
@@ -52,7 +56,7 @@ func Files(ctx context.Context, opts FilesOptions) (*FilesReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &FilesReport{Source: src.String()}
+	rep := &FilesReport{Source: src.String(), NeverUpdated: src.NeverUpdated()}
 	c, err := src.Read(ctx)
 	var m *hotcert.Material
 	if err == nil {

@@ -57,6 +57,9 @@ func WriteRemote(w io.Writer, r *RemoteReport, now time.Time) error {
 func WriteFiles(w io.Writer, r *FilesReport, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "source:\t%s\n", r.Source)
+	for _, f := range r.NeverUpdated {
+		fmt.Fprintf(tw, "warning:\t%s is a subPath mount: it will never be updated; a rotation reaches this process only when it restarts (mount the volume's directory instead)\n", f)
+	}
 	if !r.OK {
 		fmt.Fprintf(tw, "result:\tINVALID (%s)\n", r.Reason)
 		fmt.Fprintf(tw, "error:\t%s\n", r.Error)
