@@ -33,7 +33,7 @@ const (
 // reported as such and except nothing.
 func (r *reconciler) recordIgnored(ctx context.Context, w *workload) error {
 	for _, p := range w.cfg.Malformed {
-		r.report.warnAnnotation(w.obj, w.key, errors.New(p.Detail+"; it ignores nothing"))
+		r.report.warnAnnotation(w.obj, w.key, errors.New(p.Detail))
 	}
 	ign := w.recorded.Ignored(w.cfg)
 	if len(ign) == 0 {
