@@ -42,11 +42,15 @@ func checkReferenceRules(t *testing.T, objs []*unstructured.Unstructured, as res
 		t.Fatalf("CRD %s not established: %v", name, err)
 	}
 
-	raw, err := os.ReadFile(filepath.Join("..", "examples", "kagent-referencerules", "referencerules.yaml"))
-	if err != nil {
-		t.Fatal(err)
+	var rules []*unstructured.Unstructured
+	for _, f := range []string{"kagent-referencerules/referencerules.yaml", "rollout-targets/argo-rollout.yaml", "rollout-targets/cronjob.yaml"} {
+		raw, err := os.ReadFile(filepath.Join("..", "examples", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules = append(rules, kubetest.DecodeYAML(t, raw)...)
 	}
-	for _, r := range kubetest.DecodeYAML(t, raw) {
+	for _, r := range rules {
 		// Dry run: a stored rule would reach the controllers of the
 		// package's other tests, whose own rules for these kinds it
 		// would clash with (one rule per kind); and under a generated name,
@@ -59,6 +63,9 @@ func checkReferenceRules(t *testing.T, objs []*unstructured.Unstructured, as res
 			return !meta.IsNoMatchError(err), nil // the client's discovery may lag the new CRD
 		}); werr != nil || err != nil {
 			t.Fatalf("the API server rejects ReferenceRule %s: %v %v", r.GetGenerateName(), err, werr)
+		}
+		if _, declared, _ := unstructured.NestedString(r.Object, "spec", "rollout", "podTemplate"); declared != (r.GetGenerateName() == "argo-rollouts-" || r.GetGenerateName() == "cronjobs-") {
+			t.Errorf("ReferenceRule %s: spec.rollout.podTemplate lost or unexpected", r.GetGenerateName())
 		}
 		if refs, _, _ := unstructured.NestedSlice(r.Object, "spec", "referencedBy"); len(refs) > 0 {
 			if f := refs[0].(map[string]any)["format"]; f != "Name" {
@@ -94,13 +101,55 @@ func checkReferenceRules(t *testing.T, objs []*unstructured.Unstructured, as res
 		t.Fatal("the controller reads agents.kagent.dev before anyone granted it")
 	}
 
-	raw, err = os.ReadFile(filepath.Join("..", "examples", "kagent-referencerules", "rbac.yaml"))
+	grantAggregated(t, objs, filepath.Join("..", "examples", "kagent-referencerules", "rbac.yaml"))
+	for _, resource := range []string{"agents", "modelconfigs"} {
+		for _, verb := range []string{"get", "list", "watch"} {
+			if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, pollTimeout, true, func(context.Context) (bool, error) {
+				return can("kagent.dev", resource, verb), nil
+			}); err != nil {
+				t.Errorf("with rbac.yaml, the controller cannot %s %s.kagent.dev", verb, resource)
+			}
+		}
+	}
+	if can("kagent.dev", "agents", "patch") {
+		t.Error("rbac.yaml grants more than reading")
+	}
+
+	// examples/rollout-targets/rbac.yaml: the declared kinds are followed
+	// and rolled (patched), nothing more.
+	if can("argoproj.io", "rollouts", "list") {
+		t.Fatal("the controller reads rollouts.argoproj.io before anyone granted it")
+	}
+	grantAggregated(t, objs, filepath.Join("..", "examples", "rollout-targets", "rbac.yaml"))
+	for _, gr := range [][2]string{{"argoproj.io", "rollouts"}, {"batch", "cronjobs"}} {
+		for _, verb := range []string{"get", "list", "watch", "patch"} {
+			if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, pollTimeout, true, func(context.Context) (bool, error) {
+				return can(gr[0], gr[1], verb), nil
+			}); err != nil {
+				t.Errorf("with rollout-targets/rbac.yaml, the controller cannot %s %s.%s", verb, gr[1], gr[0])
+			}
+		}
+		for _, verb := range []string{"update", "delete", "create"} {
+			if can(gr[0], gr[1], verb) {
+				t.Errorf("rollout-targets/rbac.yaml grants %s on %s.%s", verb, gr[1], gr[0])
+			}
+		}
+	}
+}
+
+// grantAggregated creates the one ClusterRole of the file path, checks that
+// the controller's aggregated ClusterRole (of objs) selects it, and
+// aggregates, as kube-controller-manager would.
+func grantAggregated(t *testing.T, objs []*unstructured.Unstructured, path string) {
+	t.Helper()
+	ctx := testContext(t)
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	grant := kubetest.DecodeYAML(t, raw)
 	if len(grant) != 1 || grant[0].GetKind() != "ClusterRole" {
-		t.Fatalf("rbac.yaml: want one ClusterRole, have %d objects", len(grant))
+		t.Fatalf("%s: want one ClusterRole, have %d objects", path, len(grant))
 	}
 	_, aggregated := clusterRoles(t, objs)
 	sel, err := metav1.LabelSelectorAsSelector(&aggregated.AggregationRule.ClusterRoleSelectors[0])
@@ -108,7 +157,7 @@ func checkReferenceRules(t *testing.T, objs []*unstructured.Unstructured, as res
 		t.Fatalf("aggregation rule %v: %v", aggregated.AggregationRule, err)
 	}
 	if !sel.Matches(labels.Set(grant[0].GetLabels())) {
-		t.Fatalf("the aggregated ClusterRole (%s) does not select rbac.yaml's labels %v", sel, grant[0].GetLabels())
+		t.Fatalf("the aggregated ClusterRole (%s) does not select %s's labels %v", sel, path, grant[0].GetLabels())
 	}
 	if err := env.Client().Create(ctx, grant[0]); err != nil {
 		t.Fatal(err)
@@ -131,18 +180,6 @@ func checkReferenceRules(t *testing.T, objs []*unstructured.Unstructured, as res
 	}
 	if err := env.Client().Update(ctx, live); err != nil {
 		t.Fatal(err)
-	}
-	for _, resource := range []string{"agents", "modelconfigs"} {
-		for _, verb := range []string{"get", "list", "watch"} {
-			if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, pollTimeout, true, func(context.Context) (bool, error) {
-				return can("kagent.dev", resource, verb), nil
-			}); err != nil {
-				t.Errorf("with rbac.yaml, the controller cannot %s %s.kagent.dev", verb, resource)
-			}
-		}
-	}
-	if can("kagent.dev", "agents", "patch") {
-		t.Error("rbac.yaml grants more than reading")
 	}
 }
 
