@@ -89,6 +89,14 @@ func TestIgnoreKeysAnnotation(t *testing.T) {
 	updateSecret(t, ns, "s", setKey("b", "4"))
 	waitReplicaSets(t, ns, "app", 2)
 	waitEvent(t, ns, "app", eventRolled, "Secret s key b changed")
+
+	// A malformed value is reported and ignores nothing.
+	updateSecret(t, ns, "s", func(s *corev1.Secret) {
+		annotate(rollout.AnnotationIgnoreKeys, "b/c")(s)
+		s.Data["b"] = []byte("5")
+	})
+	waitEvent(t, ns, "app", eventInvalidAnnotation, `"b/c" is not a key name`)
+	waitReplicaSets(t, ns, "app", 3)
 }
 
 // TestIgnoreObjectAnnotation: hotcert.dev/ignore on a consumed TLS Secret:

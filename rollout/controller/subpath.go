@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -204,7 +205,7 @@ func (c *Controller) setupSubPath(mgr manager.Manager, watcher *refWatcher, hash
 		mapper := func(kind rollout.Kind) handler.MapFunc { return subPathReferrers(mgr.GetCache(), kind, k) }
 		b := ctrl.NewControllerManagedBy(mgr).
 			Named("hotcert-subpath-"+strings.ToLower(k.name)).
-			For(k.newObj(), builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool { return len(subPathRefs(obj)) > 0 }))).
+			For(k.newObj(), builder.WithPredicates(subPathChanges())).
 			WithOptions(controller.Options{SkipNameValidation: ptr.To(c.opts.SkipNameValidation)})
 		if watcher != nil {
 			b = b.WatchesRawSource(&refSource{w: watcher, mapper: mapper})
@@ -219,6 +220,19 @@ func (c *Controller) setupSubPath(mgr manager.Manager, watcher *refWatcher, hash
 		}
 	}
 	return nil
+}
+
+// subPathChanges passes the events of subPath consumers, and of workloads
+// that just stopped being one (opted in, or mounting otherwise), so that
+// what was seen of them is forgotten.
+func subPathChanges() predicate.Funcs {
+	is := func(obj client.Object) bool { return len(subPathRefs(obj)) > 0 }
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return is(e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return is(e.ObjectOld) || is(e.ObjectNew) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return is(e.Object) },
+		GenericFunc: func(e event.GenericEvent) bool { return is(e.Object) },
+	}
 }
 
 // subPathReferenced reports whether a subPath consumer of namespace ns mounts
