@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/csaupgrade"
+	"k8s.io/client-go/util/retry"
 )
 
 // Field managers of the GitOps tools, as they name themselves.
@@ -137,9 +138,7 @@ func withLastApplied(t *testing.T, manifest *unstructured.Unstructured) []byte {
 // applies server-side (forced).
 func csaThenSSA(t *testing.T, manifest *unstructured.Unstructured) {
 	t.Helper()
-	ctx := testContext(t)
-	res := dynamicClient(t).Resource(deploymentsResource).Namespace(manifest.GetNamespace())
-	live, err := res.Get(ctx, manifest.GetName(), metav1.GetOptions{})
+	_, err := dynamicClient(t).Resource(deploymentsResource).Namespace(manifest.GetNamespace()).Get(testContext(t), manifest.GetName(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		clientSideApply(t, manifest)
 		return
@@ -147,16 +146,35 @@ func csaThenSSA(t *testing.T, manifest *unstructured.Unstructured) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(csaManager), argoCDManager)
-	if err != nil {
-		t.Fatalf("csaupgrade: %v", err)
-	}
-	if patch != nil {
-		if _, err := res.Patch(ctx, manifest.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
-			t.Fatalf("migrating the client-side fields: %v", err)
-		}
-	}
+	takeOverFields(t, manifest.GetNamespace(), manifest.GetName(), csaManager, argoCDManager)
 	serverSideApply(argoCDManager, true)(t, manifest)
+}
+
+// takeOverFields moves the fields of manager from to manager to on a
+// Deployment, as Argo CD's client-side apply migration and Flux's
+// --override-manager do (csaupgrade; retried on conflict, as Argo CD does:
+// the patch tests the resourceVersion). It reports whether from owned any.
+func takeOverFields(t *testing.T, ns, name, from, to string) bool {
+	t.Helper()
+	ctx := testContext(t)
+	res := dynamicClient(t).Resource(deploymentsResource).Namespace(ns)
+	moved := false
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		live, err := res.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(from), to)
+		if err != nil || patch == nil {
+			return err
+		}
+		_, err = res.Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{})
+		moved = err == nil
+		return err
+	}); err != nil {
+		t.Fatalf("moving the fields of %s to %s: %v", from, to, err)
+	}
+	return moved
 }
 
 // respectIgnoreDifferences is what Argo CD's RespectIgnoreDifferences=true

@@ -10,9 +10,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/util/csaupgrade"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/hotcert/hotcert/rollout"
@@ -261,18 +258,8 @@ func TestFluxOverrideManagerWouldTakeTheStamp(t *testing.T) {
 	updateSecret(t, ns, "s", setKey("a", "2"))
 	waitReplicaSets(t, ns, "app", 2)
 
-	ctx := testContext(t)
-	res := dynamicClient(t).Resource(deploymentsResource).Namespace(ns)
-	live, err := res.Get(ctx, "app", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(rollout.FieldManager), fluxManager)
-	if err != nil || patch == nil {
-		t.Fatalf("taking hotcert-controller's fields over: patch %s, %v", patch, err)
-	}
-	if _, err := res.Patch(ctx, "app", types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
+	if !takeOverFields(t, ns, "app", rollout.FieldManager, fluxManager) {
+		t.Fatal("hotcert-controller owns no fields to take over")
 	}
 	flux(t, manifest)
 	d := getDeployment(t, ns, "app")
