@@ -31,8 +31,10 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 //   - Deployments, StatefulSets, DaemonSets: without managed fields and the
 //     last-applied annotation; for a workload that is neither opted in nor
 //     managed (no state annotations: a workload a ReferenceRule reaches gets
-//     them when adopted), only its metadata (its spec and status are dropped),
-//     since the controller does not look at them.
+//     them when adopted), only its metadata and, of its pod template, the
+//     volumes it mounts with subPath, reduced to the items those mounts reach
+//     (see subpath.go: the controller warns about them); the rest of its spec
+//     and its status are dropped.
 //
 // Managed fields and kubectl's last-applied annotation (which holds the whole
 // object, a Secret's data included, when it was applied with kubectl) are
