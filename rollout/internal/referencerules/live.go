@@ -436,6 +436,7 @@ func (l *Live) sortOut(rules []v1alpha1.ReferenceRule, bad map[string]error) []v
 		return strings.Compare(a.Name, b.Name)
 	})
 	owner := map[schema.GroupKind]string{}
+	workloadKindOwner := map[string]string{} // declared workload kinds, by name
 	declared := declaredKinds(rules)
 	var ok []v1alpha1.ReferenceRule
 	for _, r := range rules {
@@ -447,6 +448,10 @@ func (l *Live) sortOut(rules []v1alpha1.ReferenceRule, bad map[string]error) []v
 		target := r.Spec.Target.GVK().GroupKind()
 		if o, taken := owner[target]; taken {
 			bad[r.Name] = fmt.Errorf("referencerules: rules %s and %s are both about %s: %s, the older, is used", o, r.Name, target, o)
+			continue
+		}
+		if o, taken := workloadKindOwner[target.Kind]; taken && r.Spec.Rollout != nil {
+			bad[r.Name] = fmt.Errorf("referencerules: rules %s and %s both declare a workload kind named %s: %s, the older, is used (workload kinds are told apart by name)", o, r.Name, target.Kind, o)
 			continue
 		}
 		var unserved error
@@ -461,6 +466,9 @@ func (l *Live) sortOut(rules []v1alpha1.ReferenceRule, bad map[string]error) []v
 			continue
 		}
 		owner[target] = r.Name
+		if r.Spec.Rollout != nil {
+			workloadKindOwner[target.Kind] = r.Name
+		}
 		ok = append(ok, r)
 	}
 	slices.SortFunc(ok, func(a, b v1alpha1.ReferenceRule) int { return strings.Compare(a.Name, b.Name) })

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hotcert/hotcert/rollout"
@@ -96,5 +97,29 @@ func TestTargetReadsAndRolls(t *testing.T) {
 	}
 	if _, err := tg.PodTemplate(map[string]any{"spec": map[string]any{"jobTemplate": map[string]any{"spec": map[string]any{"template": map[string]any{"spec": "nope"}}}}}); err == nil {
 		t.Fatal("a string where the pod spec should be was decoded")
+	}
+}
+
+// Two rules declaring kinds of one name: the older is used, the other is set
+// aside with its own error, and the rest stays in use.
+func TestSortOutSetsAsideASecondKindOfOneName(t *testing.T) {
+	mapper := meta.NewDefaultRESTMapper(nil)
+	for _, g := range []v1alpha1.GroupVersionKind{argoKind, otherRollout, gatewayKind} {
+		mapper.Add(g.GVK(), meta.RESTScopeNamespace)
+	}
+	l := &Live{mapper: mapper}
+	first := targetRule("argo", argoKind, v1alpha1.RolloutTarget{PodTemplate: "spec.template"})
+	second := targetRule("other", otherRollout, v1alpha1.RolloutTarget{PodTemplate: "spec.template"})
+	second.CreationTimestamp = metav1.NewTime(time.Now())
+	bad := map[string]error{}
+	kept := l.sortOut([]v1alpha1.ReferenceRule{second, first}, bad)
+	if len(kept) != 1 || kept[0].Name != "argo" {
+		t.Fatalf("kept %v", kept)
+	}
+	if err := bad["other"]; err == nil || !strings.Contains(err.Error(), "rules argo and other both declare a workload kind named Rollout: argo, the older, is used") {
+		t.Fatalf("other: %v", err)
+	}
+	if _, err := Compile(kept); err != nil {
+		t.Fatal(err)
 	}
 }
