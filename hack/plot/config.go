@@ -19,6 +19,13 @@ type Plot struct {
 	LogX   bool     `json:"logx"`   // logarithmic x axis
 	YZero  bool     `json:"yzero"`  // start the y axis at 0
 	Series []Series `json:"series"` // one line each
+	HLines []HLine  `json:"hlines"` // dashed reference lines, such as a goal
+}
+
+// HLine is a horizontal reference line across the plot.
+type HLine struct {
+	Y     float64 `json:"y"`
+	Label string  `json:"label"`
 }
 
 // Series is one line: a column of the data file and its legend label.

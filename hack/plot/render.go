@@ -60,13 +60,27 @@ func render(w io.Writer, p Plot, t *Table) error {
 		pl.Legend.Add(label, line, marks)
 		xs = append(xs, sx...)
 	}
+	for _, h := range p.HLines {
+		ref, err := plotter.NewLine(plotter.XYs{{X: xs[0], Y: h.Y}, {X: xs[len(xs)-1], Y: h.Y}})
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.Out, err)
+		}
+		ref.Color, ref.Dashes = color.Gray{Y: 0x60}, []vg.Length{vg.Points(4), vg.Points(3)}
+		pl.Add(ref)
+		pl.Legend.Add(h.Label, ref)
+	}
 	slices.Sort(xs)
 	xs = slices.Compact(xs)
+	lo, hi := xs[0], xs[len(xs)-1]
 	if p.LogX {
-		if xs[0] <= 0 {
-			return fmt.Errorf("%s: log x axis with x = %g", p.Out, xs[0])
+		if lo <= 0 {
+			return fmt.Errorf("%s: log x axis with x = %g", p.Out, lo)
 		}
 		pl.X.Scale = plot.LogScale{}
+		// A little room on both sides, so the end ticks' labels fit.
+		pl.X.Min, pl.X.Max = lo/math.Pow(hi/lo, 0.04), hi*math.Pow(hi/lo, 0.04)
+	} else {
+		pl.X.Min, pl.X.Max = lo-(hi-lo)*0.04, hi+(hi-lo)*0.04
 	}
 	ticks := make([]plot.Tick, len(xs))
 	for i, x := range xs {
@@ -76,8 +90,15 @@ func render(w io.Writer, p Plot, t *Table) error {
 	if p.YZero {
 		pl.Y.Min = math.Min(0, pl.Y.Min)
 	}
-	// Room on each side, so markers at the extremes are not clipped.
-	pl.X.Padding, pl.Y.Padding = vg.Points(8), vg.Points(8)
+	// Room above the data for the legend (top left), about 15 points per entry of a
+	// plot about 250 points high.
+	entries := float64(len(p.Series) + len(p.HLines))
+	if frac := math.Min(0.6, entries*15/250); pl.Y.Max > pl.Y.Min {
+		pl.Y.Max = pl.Y.Min + (pl.Y.Max-pl.Y.Min)/(1-frac)
+	}
+	pl.Legend.Padding = vg.Points(1)
+	pl.Legend.XOffs, pl.Legend.YOffs = vg.Points(6), vg.Points(-4)
+	pl.X.Padding, pl.Y.Padding = vg.Points(4), vg.Points(4)
 	wt, err := pl.WriterTo(7*vg.Inch, 4*vg.Inch, "svg")
 	if err != nil {
 		return fmt.Errorf("%s: %w", p.Out, err)
