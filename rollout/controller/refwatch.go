@@ -62,12 +62,29 @@ type nsWatch struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	pending int // reflectors whose first list the sync waits for
+	listed  int // reflectors that have listed
 }
 
 func newRefWatcher(mode SecretCache, namespaces []string, scope *nsScope, st *store, cfg *rest.Config) *refWatcher {
-	return &refWatcher{mode: mode, namespaces: namespaces, scope: scope, store: st, restCfg: cfg,
+	w := &refWatcher{mode: mode, namespaces: namespaces, scope: scope, store: st, restCfg: cfg,
 		synced: make(chan struct{}), sinks: map[*refSource]workqueue.TypedRateLimitingInterface[reconcile.Request]{},
 		watching: map[string]*nsWatch{}}
+	st.trustKnown = w.covers
+	return w
+}
+
+// covers reports whether the watch has listed the Secrets of namespace ns.
+func (w *refWatcher) covers(ns string) bool {
+	if !isClosed(w.synced) {
+		return false
+	}
+	if w.scope != nil {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		nw := w.watching[ns]
+		return nw != nil && nw.pending == 0 && nw.listed >= len(refKinds)
+	}
+	return len(w.namespaces) == 0 || slices.Contains(w.namespaces, ns)
 }
 
 var refKinds = []rollout.Kind{rollout.KindSecret, rollout.KindConfigMap}
@@ -173,6 +190,7 @@ func (w *refWatcher) leave(ns string) {
 	}
 	nw.cancel()
 	nw.wg.Wait() // no store call of its reflectors after this
+	w.store.dropTrust(ns)
 	for _, kind := range refKinds {
 		for _, k := range w.store.keys(kind, ns) {
 			w.store.forget(k)
@@ -238,8 +256,12 @@ func (w *refWatcher) listed(ns string) {
 	defer w.mu.Unlock()
 	if w.scope != nil && ns != "" {
 		nw := w.watching[ns]
-		if nw == nil || nw.pending == 0 {
-			return // entered after the sync, or left
+		if nw == nil {
+			return // left
+		}
+		nw.listed++
+		if nw.pending == 0 {
+			return // entered after the sync
 		}
 		nw.pending--
 	}
@@ -319,9 +341,13 @@ func (s *refStore) Transformer() toolscache.TransformFunc {
 		if err != nil || s.w.store.isReferenced(s.kind, m.GetNamespace(), m.GetName()) {
 			return obj, nil
 		}
-		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		stub := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
 			Namespace: m.GetNamespace(), Name: m.GetName(), UID: m.GetUID(), ResourceVersion: m.GetResourceVersion(),
-		}}, nil
+		}}
+		if v, ok := m.GetAnnotations()[rollout.AnnotationTrustedBy]; ok && s.kind == rollout.KindSecret {
+			stub.Annotations = map[string]string{rollout.AnnotationTrustedBy: v}
+		}
+		return stub, nil
 	}
 }
 
@@ -335,6 +361,7 @@ func (s *refStore) Update(obj any) error {
 		return err
 	}
 	k := objKey{s.kind, m.GetNamespace(), m.GetName()}
+	s.trust(m)
 	if !s.w.store.isReferenced(s.kind, k.namespace, k.name) {
 		s.w.store.forget(k)
 		return nil
@@ -353,6 +380,9 @@ func (s *refStore) delete(obj any) error {
 		return err
 	}
 	k := objKey{s.kind, m.GetNamespace(), m.GetName()}
+	if s.kind == rollout.KindSecret {
+		s.w.store.setTrust(k.namespace, k.name, "")
+	}
 	if s.w.store.forget(k) || s.w.store.isReferenced(s.kind, k.namespace, k.name) {
 		s.w.changed(s.kind, k.namespace, k.name)
 	}
@@ -363,6 +393,9 @@ func (s *refStore) delete(obj any) error {
 // and every one the store knew that is not listed any more is gone.
 func (s *refStore) Replace(list []any, _ string) error {
 	seen := map[objKey]bool{}
+	if s.kind == rollout.KindSecret {
+		s.w.store.dropTrust(s.namespace)
+	}
 	for _, obj := range list {
 		m, err := metaOf(obj)
 		if err != nil {
@@ -370,6 +403,7 @@ func (s *refStore) Replace(list []any, _ string) error {
 		}
 		k := objKey{s.kind, m.GetNamespace(), m.GetName()}
 		seen[k] = true
+		s.trust(m)
 		if !s.w.store.isReferenced(s.kind, k.namespace, k.name) {
 			s.w.store.forget(k)
 			continue
@@ -386,6 +420,13 @@ func (s *refStore) Replace(list []any, _ string) error {
 	}
 	s.once.Do(func() { s.w.listed(s.namespace) })
 	return nil
+}
+
+// trust records the trusted-by declaration of a Secret (or its absence).
+func (s *refStore) trust(m metav1.Object) {
+	if s.kind == rollout.KindSecret {
+		s.w.store.setTrust(m.GetNamespace(), m.GetName(), m.GetAnnotations()[rollout.AnnotationTrustedBy])
+	}
 }
 
 func metaOf(obj any) (metav1.Object, error) {

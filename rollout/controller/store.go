@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"maps"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,6 +41,13 @@ type store struct {
 
 	mu      sync.Mutex
 	entries map[objKey]*entry
+	// trust holds the hotcert.dev/trusted-by annotation of every Secret the
+	// watch has seen carry one, by namespace and name (referenced or not: a
+	// declaration is tiny, and keeping them spares the trust guard a list of
+	// the namespace's Secrets per rollout). trustKnown reports whether the
+	// watch covers a namespace and has listed it (nil: no watch).
+	trust      map[string]map[string]string
+	trustKnown func(namespace string) bool
 }
 
 type objKey struct {
@@ -168,6 +176,51 @@ func (s *store) keys(kind rollout.Kind, namespace string) []objKey {
 		}
 	}
 	return out
+}
+
+// setTrust records the trusted-by annotation of Secret ns/name ("" drops it).
+func (s *store) setTrust(ns, name, value string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if value == "" {
+		if m := s.trust[ns]; m != nil {
+			delete(m, name)
+			if len(m) == 0 {
+				delete(s.trust, ns)
+			}
+		}
+		return
+	}
+	if s.trust == nil {
+		s.trust = map[string]map[string]string{}
+	}
+	if s.trust[ns] == nil {
+		s.trust[ns] = map[string]string{}
+	}
+	s.trust[ns][name] = value
+}
+
+// dropTrust forgets the declarations of namespace ns ("" for all).
+func (s *store) dropTrust(ns string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ns == "" {
+		s.trust = nil
+		return
+	}
+	delete(s.trust, ns)
+}
+
+// trustedBy returns the trusted-by annotations of the Secrets of namespace
+// ns, by Secret name, and whether the watch knows them (if not, the caller
+// lists the namespace's Secrets).
+func (s *store) trustedBy(ns string) (map[string]string, bool) {
+	if s.trustKnown == nil || !s.trustKnown(ns) {
+		return nil, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.trust[ns]), true
 }
 
 func (s *store) digest(obj client.Object) *rollout.Object {

@@ -137,13 +137,12 @@ func (g *guardReads) list() error {
 	if g.meta != nil {
 		return nil
 	}
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
-	if err := g.r.api.List(g.ctx, list, client.InNamespace(g.ns)); err != nil {
-		return fmt.Errorf("listing the Secrets of %s for the trust guard: %w", g.ns, err)
-	}
 	g.meta = map[string]map[string]string{}
-	for _, s := range list.Items {
+	items, err := g.trustedBy()
+	if err != nil {
+		return err
+	}
+	for _, s := range items {
 		g.meta[s.Name] = s.Annotations
 		if v, ok := s.Annotations[rollout.AnnotationTrustedBy]; ok {
 			if b, err := rollout.ParseTrustedBy(v); err == nil {
@@ -152,6 +151,26 @@ func (g *guardReads) list() error {
 		}
 	}
 	return nil
+}
+
+// trustedBy returns the Secrets of the namespace that may declare trust: as
+// the controller's watch keeps their declarations (no request), or else
+// listed (metadata).
+func (g *guardReads) trustedBy() ([]metav1.PartialObjectMetadata, error) {
+	if m, ok := g.r.store.trustedBy(g.ns); ok {
+		out := make([]metav1.PartialObjectMetadata, 0, len(m))
+		for name, v := range m {
+			out = append(out, metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{rollout.AnnotationTrustedBy: v}}})
+		}
+		slices.SortFunc(out, func(a, b metav1.PartialObjectMetadata) int { return strings.Compare(a.Name, b.Name) }) // as a list is
+		return out, nil
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+	if err := g.r.api.List(g.ctx, list, client.InNamespace(g.ns)); err != nil {
+		return nil, fmt.Errorf("listing the Secrets of %s for the trust guard: %w", g.ns, err)
+	}
+	return list.Items, nil
 }
 
 func (g *guardReads) annotations(secret string) (map[string]string, error) {
