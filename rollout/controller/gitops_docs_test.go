@@ -206,10 +206,10 @@ func TestGitOpsSnippetsNameTheControllerFields(t *testing.T) {
 				t.Errorf("%s: managedFieldsManagers %v, want [%s]", where, r.ManagedFieldsManagers, rollout.FieldManager)
 			}
 			if len(r.JQPathExpressions) > 0 {
-				jq = exactlyOnce(t, where, jq, r.JQPathExpressions)
+				jq = sameForEveryKind(t, where, jq, r.JQPathExpressions)
 			}
 			if len(r.JSONPointers) > 0 {
-				pointers = exactlyOnce(t, where, pointers, r.JSONPointers)
+				pointers = sameForEveryKind(t, where, pointers, r.JSONPointers)
 			}
 		}
 		if len(kinds) > 0 && len(kinds) != len(workloadKindNames) {
@@ -284,9 +284,9 @@ func TestGitOpsSnippetsNameTheControllerFields(t *testing.T) {
 	}
 }
 
-// exactlyOnce appends paths to acc; each list of paths of a rule is the
+// sameForEveryKind appends paths to acc; each list of paths of a rule is the
 // same list (one per kind), so the first is kept and later ones must equal it.
-func exactlyOnce(t *testing.T, where string, acc, paths []string) []string {
+func sameForEveryKind(t *testing.T, where string, acc, paths []string) []string {
 	t.Helper()
 	if acc == nil {
 		return slices.Clone(paths)
