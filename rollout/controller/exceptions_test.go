@@ -39,14 +39,26 @@ func countEvents(t *testing.T, ns, name string, reason eventReason, part string)
 // Adding it rolls nothing; each change of an ignored key rolls nothing and is
 // said once, in the recorded state and a Normal Event; removing it rolls
 // nothing (the key's current content is the new baseline); then a change of
-// the key rolls again.
+// the key rolls again. Annotations are metadata: the controller sees them in
+// both of its watch modes.
 func TestIgnoreKeysAnnotation(t *testing.T) {
 	t.Parallel()
+	for _, mode := range []SecretCache{CacheReferenced, CacheMetadata} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			o := testOptions()
+			o.SecretCache = mode
+			testIgnoreKeys(t, o)
+		})
+	}
+}
+
+func testIgnoreKeys(t *testing.T, o Options) {
 	ns := env.NewNamespace(t)
 	createSecret(t, secret(ns, "s", map[string]string{"a": "1", "b": "1"}))
 	create(t, deployment(ns, "app", 0, envFrom("s", "a", "b"), optIn))
 	waitReplicaSets(t, ns, "app", 1)
-	c := startController(t, ns, testOptions())
+	c := startController(t, ns, o)
 	waitAdopted(t, ns, "app")
 	oneReplicaSet := func(what string) {
 		t.Helper()
