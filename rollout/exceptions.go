@@ -32,8 +32,8 @@ func (e Exceptions) Ignores(key string) bool {
 	return ok
 }
 
-// ParseExceptions reads the exception annotations of an object.
-func ParseExceptions(annotations map[string]string) Exceptions {
+// parseExceptions reads the exception annotations of an object.
+func parseExceptions(annotations map[string]string) Exceptions {
 	var e Exceptions
 	var errs []string
 	if v, ok := annotations[AnnotationIgnore]; ok {

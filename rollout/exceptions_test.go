@@ -12,7 +12,9 @@ import (
 	"github.com/hotcert/hotcert/rollout"
 )
 
-func TestParseExceptions(t *testing.T) {
+// TestExceptionsOfAnObject: the annotations as a Secret's and a ConfigMap's
+// digest reads them.
+func TestExceptionsOfAnObject(t *testing.T) {
 	for _, tc := range []struct {
 		ann     map[string]string
 		object  bool
@@ -28,7 +30,11 @@ func TestParseExceptions(t *testing.T) {
 		// One bad name voids the whole value: nothing is ignored by mistake.
 		{ann: map[string]string{rollout.AnnotationIgnoreKeys: "a,b/c"}, errPart: `"b/c" is not a key name`},
 	} {
-		e := rollout.ParseExceptions(tc.ann)
+		meta := metav1.ObjectMeta{Namespace: "ns", Name: "o", Annotations: tc.ann}
+		e := rollout.SecretObject(&corev1.Secret{ObjectMeta: meta}, testNow).Exceptions
+		if c := rollout.ConfigMapObject(&corev1.ConfigMap{ObjectMeta: meta}, testNow).Exceptions; !reflect.DeepEqual(c, e) {
+			t.Errorf("%v: a ConfigMap's %+v, a Secret's %+v", tc.ann, c, e)
+		}
 		if e.Object != tc.object || !reflect.DeepEqual(e.Keys, tc.keys) {
 			t.Errorf("%v: got object=%v keys=%v", tc.ann, e.Object, e.Keys)
 		}

@@ -39,7 +39,7 @@ func SecretObject(s *corev1.Secret, now time.Time) *Object {
 	o := &Object{
 		Kind: KindSecret, Namespace: s.Namespace, Name: s.Name, UID: s.UID,
 		ResourceVersion: s.ResourceVersion, Type: s.Type,
-		Keys: make(map[string]Digest, len(s.Data)), Exceptions: ParseExceptions(s.Annotations),
+		Keys: make(map[string]Digest, len(s.Data)), Exceptions: parseExceptions(s.Annotations),
 	}
 	for k, v := range s.Data {
 		o.Keys[k] = sha256.Sum256(v)
@@ -54,7 +54,7 @@ func ConfigMapObject(c *corev1.ConfigMap, now time.Time) *Object {
 		Kind: KindConfigMap, Namespace: c.Namespace, Name: c.Name, UID: c.UID,
 		ResourceVersion: c.ResourceVersion,
 		Keys:            make(map[string]Digest, len(c.Data)+len(c.BinaryData)),
-		Exceptions:      ParseExceptions(c.Annotations),
+		Exceptions:      parseExceptions(c.Annotations),
 	}
 	data := make(map[string][]byte, len(c.Data)+len(c.BinaryData))
 	for k, v := range c.Data {
