@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
@@ -52,14 +54,35 @@ func dynamicClient(t *testing.T) dynamic.Interface {
 	return dc
 }
 
-var deploymentsResource = appsv1.SchemeGroupVersion.WithResource("deployments")
+// workloadResource returns the resource of a workload kind the controller
+// rolls, and an empty object of its type (for strategic merge patches).
+func workloadResource(t *testing.T, kind string) (schema.GroupVersionResource, runtime.Object) {
+	t.Helper()
+	switch kind {
+	case "Deployment":
+		return appsv1.SchemeGroupVersion.WithResource("deployments"), &appsv1.Deployment{}
+	case "StatefulSet":
+		return appsv1.SchemeGroupVersion.WithResource("statefulsets"), &appsv1.StatefulSet{}
+	case "DaemonSet":
+		return appsv1.SchemeGroupVersion.WithResource("daemonsets"), &appsv1.DaemonSet{}
+	}
+	t.Fatalf("no workload kind %q", kind)
+	return schema.GroupVersionResource{}, nil
+}
+
+// resourceOf returns the client of obj's kind in obj's namespace.
+func resourceOf(t *testing.T, obj *unstructured.Unstructured) dynamic.ResourceInterface {
+	t.Helper()
+	gvr, _ := workloadResource(t, obj.GetKind())
+	return dynamicClient(t).Resource(gvr).Namespace(obj.GetNamespace())
+}
 
 // serverSideApply applies a manifest as Argo CD (ServerSideApply=true) and
 // Flux's kustomize-controller do: server-side apply under their manager.
 func serverSideApply(manager string, force bool) func(t *testing.T, manifest *unstructured.Unstructured) {
 	return func(t *testing.T, manifest *unstructured.Unstructured) {
 		t.Helper()
-		if _, err := dynamicClient(t).Resource(deploymentsResource).Namespace(manifest.GetNamespace()).Apply(testContext(t), manifest.GetName(), manifest,
+		if _, err := resourceOf(t, manifest).Apply(testContext(t), manifest.GetName(), manifest,
 			metav1.ApplyOptions{FieldManager: manager, Force: force}); err != nil {
 			t.Fatalf("server-side apply as %s (force %v): %v", manager, force, err)
 		}
@@ -73,7 +96,8 @@ func serverSideApply(manager string, force bool) func(t *testing.T, manifest *un
 func clientSideApply(t *testing.T, manifest *unstructured.Unstructured) {
 	t.Helper()
 	ctx := testContext(t)
-	res := dynamicClient(t).Resource(deploymentsResource).Namespace(manifest.GetNamespace())
+	res := resourceOf(t, manifest)
+	_, typed := workloadResource(t, manifest.GetKind())
 	modified := withLastApplied(t, manifest)
 	live, err := res.Get(ctx, manifest.GetName(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -93,7 +117,7 @@ func clientSideApply(t *testing.T, manifest *unstructured.Unstructured) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta, err := strategicpatch.NewPatchMetaFromStruct(&appsv1.Deployment{})
+	meta, err := strategicpatch.NewPatchMetaFromStruct(typed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +162,7 @@ func withLastApplied(t *testing.T, manifest *unstructured.Unstructured) []byte {
 // applies server-side (forced).
 func csaThenSSA(t *testing.T, manifest *unstructured.Unstructured) {
 	t.Helper()
-	_, err := dynamicClient(t).Resource(deploymentsResource).Namespace(manifest.GetNamespace()).Get(testContext(t), manifest.GetName(), metav1.GetOptions{})
+	_, err := resourceOf(t, manifest).Get(testContext(t), manifest.GetName(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		clientSideApply(t, manifest)
 		return
@@ -146,18 +170,18 @@ func csaThenSSA(t *testing.T, manifest *unstructured.Unstructured) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	takeOverFields(t, manifest.GetNamespace(), manifest.GetName(), csaManager, argoCDManager)
+	takeOverFields(t, manifest, csaManager, argoCDManager)
 	serverSideApply(argoCDManager, true)(t, manifest)
 }
 
-// takeOverFields moves the fields of manager from to manager to on a
-// Deployment, as Argo CD's client-side apply migration and Flux's
+// takeOverFields moves the fields of manager from to manager to on the live
+// object of manifest, as Argo CD's client-side apply migration and Flux's
 // --override-manager do (csaupgrade; retried on conflict, as Argo CD does:
 // the patch tests the resourceVersion). It reports whether from owned any.
-func takeOverFields(t *testing.T, ns, name, from, to string) bool {
+func takeOverFields(t *testing.T, manifest *unstructured.Unstructured, from, to string) bool {
 	t.Helper()
 	ctx := testContext(t)
-	res := dynamicClient(t).Resource(deploymentsResource).Namespace(ns)
+	res, name := resourceOf(t, manifest), manifest.GetName()
 	moved := false
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		live, err := res.Get(ctx, name, metav1.GetOptions{})
@@ -184,7 +208,7 @@ func takeOverFields(t *testing.T, ns, name, from, to string) bool {
 // normalized live object to the live one) are patched in.
 func respectIgnoreDifferences(t *testing.T, git *unstructured.Unstructured, paths []string) *unstructured.Unstructured {
 	t.Helper()
-	live, err := dynamicClient(t).Resource(deploymentsResource).Namespace(git.GetNamespace()).Get(testContext(t), git.GetName(), metav1.GetOptions{})
+	live, err := resourceOf(t, git).Get(testContext(t), git.GetName(), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +223,8 @@ func respectIgnoreDifferences(t *testing.T, git *unstructured.Unstructured, path
 		}
 		return mustJSON(doc)
 	}
-	meta, err := strategicpatch.NewPatchMetaFromStruct(&appsv1.Deployment{})
+	_, typed := workloadResource(t, git.GetKind())
+	meta, err := strategicpatch.NewPatchMetaFromStruct(typed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +233,7 @@ func respectIgnoreDifferences(t *testing.T, git *unstructured.Unstructured, path
 	if err != nil {
 		t.Fatal(err)
 	}
-	patched, err := strategicpatch.StrategicMergePatch(normalize(git.Object), patch, &appsv1.Deployment{})
+	patched, err := strategicpatch.StrategicMergePatch(normalize(git.Object), patch, typed)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/hotcert/hotcert/rollout"
@@ -129,6 +129,11 @@ func noMoreRollouts(t *testing.T, ns string, changes func(string) int, n int) {
 // gitopsManifest is the Deployment as it is kept in Git: opted in, consuming
 // key a of Secret s, with the given pod-template annotations.
 func gitopsManifest(ns string, tmplAnn map[string]string) *unstructured.Unstructured {
+	return gitopsManifestOf("Deployment", ns, tmplAnn)
+}
+
+// gitopsManifestOf is gitopsManifest for a workload of another kind.
+func gitopsManifestOf(kind, ns string, tmplAnn map[string]string) *unstructured.Unstructured {
 	tmplMeta := map[string]any{"labels": map[string]any{"app": "app"}}
 	if tmplAnn != nil {
 		ann := map[string]any{}
@@ -137,9 +142,9 @@ func gitopsManifest(ns string, tmplAnn map[string]string) *unstructured.Unstruct
 		}
 		tmplMeta["annotations"] = ann
 	}
-	return &unstructured.Unstructured{Object: map[string]any{
+	m := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apps/v1",
-		"kind":       "Deployment",
+		"kind":       kind,
 		"metadata": map[string]any{
 			"name": "app", "namespace": ns,
 			"annotations": map[string]any{rollout.AnnotationRolloutOnChange: "true"},
@@ -156,13 +161,17 @@ func gitopsManifest(ns string, tmplAnn map[string]string) *unstructured.Unstruct
 			},
 		},
 	}}
+	if kind == "DaemonSet" {
+		unstructured.RemoveNestedField(m.Object, "spec", "replicas")
+	}
+	return m
 }
 
-// controllerFields returns the stamp and the state annotations of d.
-func controllerFields(d *appsv1.Deployment) map[string]string {
-	out := map[string]string{rollout.AnnotationConfigHash: rollout.Stamped(&d.Spec.Template)}
+// controllerFields returns the stamp and the state annotations of a workload.
+func controllerFields(obj client.Object) map[string]string {
+	out := map[string]string{rollout.AnnotationConfigHash: rollout.Stamped(rollout.PodTemplate(obj))}
 	for _, k := range stateKeys {
-		out[k] = d.Annotations[k]
+		out[k] = obj.GetAnnotations()[k]
 	}
 	return out
 }
@@ -212,7 +221,7 @@ func managedSets(t *testing.T, obj metav1.Object) map[string]*fieldpath.Set {
 // checkOwnership checks what the GitOps tool sees in managedFields: the
 // controller's fields are owned by hotcert-controller and by no other
 // manager, hotcert-controller owns nothing else, and gitops owns fields.
-func checkOwnership(t *testing.T, d *appsv1.Deployment, gitops string) {
+func checkOwnership(t *testing.T, d metav1.Object, gitops string) {
 	t.Helper()
 	sets := managedSets(t, d)
 	if sets[gitops] == nil || sets[gitops].Leaves().Empty() {
@@ -258,7 +267,7 @@ func TestFluxOverrideManagerWouldTakeTheStamp(t *testing.T) {
 	updateSecret(t, ns, "s", setKey("a", "2"))
 	waitReplicaSets(t, ns, "app", 2)
 
-	if !takeOverFields(t, ns, "app", rollout.FieldManager, fluxManager) {
+	if !takeOverFields(t, manifest, rollout.FieldManager, fluxManager) {
 		t.Fatal("hotcert-controller owns no fields to take over")
 	}
 	flux(t, manifest)
@@ -346,4 +355,62 @@ func TestGitOpsManifestCarryingTheControllerFields(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGitOpsReapplyOtherKinds: the same for the other kinds the controller
+// rolls, StatefulSets and DaemonSets (their rollouts are ControllerRevisions):
+// a re-apply by server-side apply (Argo CD, Flux) or client-side merge keeps
+// the stamp and the state, owned by hotcert-controller alone, and makes no
+// revision, also after the next reconcile.
+func TestGitOpsReapplyOtherKinds(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"StatefulSet", "DaemonSet"} {
+		for _, a := range gitopsAppliers {
+			if a.name != "argocd-ssa" && a.name != "flux" && a.name != "client-side" {
+				continue
+			}
+			t.Run(kind+"/"+a.name, func(t *testing.T) {
+				t.Parallel()
+				ns := env.NewNamespace(t)
+				createSecret(t, secret(ns, "s", map[string]string{"a": "1", "unused": "1"}))
+				manifest := gitopsManifestOf(kind, ns, nil)
+				a.apply(t, manifest)
+				c := startController(t, ns, testOptions())
+				live := func() client.Object {
+					obj := kindNamed(t, kind).newObj()
+					if err := env.Client().Get(testContext(t), client.ObjectKey{Namespace: ns, Name: "app"}, obj); err != nil {
+						t.Fatal(err)
+					}
+					return obj
+				}
+				waitFor(t, "adoption", func() (bool, error) { return live().GetAnnotations()[rollout.AnnotationAppliedHash] != "", nil })
+				updateSecret(t, ns, "s", setKey("a", "2"))
+				waitFor(t, "the rollout", func() (bool, error) { return rollout.Stamped(rollout.PodTemplate(live())) != "", nil })
+				waitFor(t, "two revisions", func() (bool, error) { return controllerRevisions(t, ns, live()) == 2, nil })
+				rolled := controllerFields(live())
+
+				for range 3 {
+					a.apply(t, manifest)
+				}
+				s := updateSecret(t, ns, "s", setKey("unused", "2"))
+				waitFor(t, "a reconcile after the re-apply", func() (bool, error) { return c.digested(rollout.KindSecret, "s", s.ResourceVersion), nil })
+				holds(t, 1500*time.Millisecond, "no further revision", func() (bool, error) {
+					obj := live()
+					return controllerRevisions(t, ns, obj) == 2 && maps.Equal(controllerFields(obj), rolled), nil
+				})
+				checkOwnership(t, live(), a.manager)
+			})
+		}
+	}
+}
+
+func kindNamed(t *testing.T, name string) workloadKind {
+	t.Helper()
+	for _, k := range workloadKinds {
+		if k.name == name {
+			return k
+		}
+	}
+	t.Fatalf("no workload kind %s", name)
+	return workloadKind{}
 }
