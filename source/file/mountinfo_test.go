@@ -12,8 +12,10 @@ import (
 
 // TestSubPathMountsAreFound reads mount tables as the kernel writes them in a
 // container (containerd, kubelet volumes): files a subPath mount put in place
-// (a Secret key's file, a ConfigMap volume's subdirectory) are reported and
-// logged once each; files of whole volumes are not.
+// (a Secret key's file, one whose source the kubelet has deleted since, which
+// the kernel marks "//deleted", a ConfigMap volume's subdirectory behind an
+// escaped space) are reported and logged once each; files of whole volumes
+// are not.
 func TestSubPathMountsAreFound(t *testing.T) {
 	files := []file.Option{file.WithKeyPair("/etc/tls/tls.crt", "/etc/tls/tls.key"), file.WithCA("/etc/trust bundle/ca.crt")}
 	for _, tc := range []struct {
