@@ -102,7 +102,7 @@ func New(cfg Config) (*Agent, error) {
 		return hotcert.New(context.Background(), src, append(append(opts, extra...), cfg.ReloaderOptions...)...)
 	}
 
-	caSrc, err := file.New(file.WithCA(cfg.CAFile))
+	caSrc, err := file.New(file.WithCA(cfg.CAFile), file.WithLogger(a.log))
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
@@ -121,7 +121,7 @@ func New(cfg Config) (*Agent, error) {
 	provider := a.trust
 	opts := []tlsconfig.Option{tlsconfig.WithReloadOnDial(a.ca)}
 	if cfg.CertFile != "" {
-		idSrc, err := file.New(file.WithKeyPair(cfg.CertFile, cfg.KeyFile))
+		idSrc, err := file.New(file.WithKeyPair(cfg.CertFile, cfg.KeyFile), file.WithLogger(a.log))
 		if err != nil {
 			return nil, fmt.Errorf("agent: %w", err)
 		}
