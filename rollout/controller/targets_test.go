@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -324,5 +325,79 @@ func TestChainReachesDeclaredKind(t *testing.T) {
 	}
 	if n := c.counter("Rollout", resultRolled, reasonConfigChanged); n != 1 {
 		t.Fatalf("%d rollouts counted, want 1", n)
+	}
+}
+
+func cronJob(ns, name, secretName, key string, annotations, lbls map[string]string) *batchv1.CronJob {
+	spec := envFrom(secretName, key)
+	spec.RestartPolicy = corev1.RestartPolicyNever
+	return &batchv1.CronJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: annotations, Labels: lbls},
+		Spec: batchv1.CronJobSpec{
+			Schedule: "0 3 * * *",
+			Suspend:  ptr.To(true),
+			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{
+				Template: corev1.PodTemplateSpec{Spec: spec},
+			}},
+		},
+	}
+}
+
+func getCronJob(t testing.TB, ns, name string) *batchv1.CronJob {
+	t.Helper()
+	got := &batchv1.CronJob{}
+	if err := env.Client().Get(testContext(t), client.ObjectKey{Namespace: ns, Name: name}, got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// Dry run on a declared kind: the change is reported (WouldRoll, counted),
+// nothing is written.
+func TestDeclaredKindDryRun(t *testing.T) {
+	t.Parallel()
+	targetRules(t)
+	ns := env.NewNamespace(t)
+	db := createSecret(t, secret(ns, "db", map[string]string{"password": "p1"}))
+	create(t, cronJob(ns, "report", "db", "password", map[string]string{rollout.AnnotationRolloutOnChange: "true", rollout.AnnotationDryRun: "true"}, nil))
+	before := getCronJob(t, ns, "report")
+	o := testOptions()
+	o.ReferenceRules = true
+	c := startController(t, ns, o)
+	waitFor(t, "the CronJob looked at", func() (bool, error) { return c.digested(rollout.KindSecret, "db", db.ResourceVersion), nil })
+	updateSecret(t, ns, "db", setKey("password", "p2"))
+	waitEvent(t, ns, "report", eventWouldRoll, "would roll: Secret db")
+	if n := c.counter("CronJob", resultDryRun, reasonConfigChanged); n != 1 {
+		t.Fatalf("%d dry-run rollouts counted, want 1", n)
+	}
+	if got := getCronJob(t, ns, "report"); got.ResourceVersion != before.ResourceVersion {
+		t.Fatalf("dry run wrote the CronJob: %v, job template %v", got.Annotations, got.Spec.JobTemplate.Spec.Template.Annotations)
+	}
+}
+
+// --workload-selector applies to declared kinds too (the cache's default
+// label selector narrows their watches): a CronJob outside it is neither
+// adopted nor rolled.
+func TestDeclaredKindOutsideTheWorkloadSelector(t *testing.T) {
+	t.Parallel()
+	targetRules(t)
+	ns := env.NewNamespace(t)
+	createSecret(t, secret(ns, "db", map[string]string{"password": "p1"}))
+	in := map[string]string{rollout.AnnotationRolloutOnChange: "true"}
+	create(t, cronJob(ns, "outside", "db", "password", in, map[string]string{"team": "b"}))
+	create(t, cronJob(ns, "inside", "db", "password", in, map[string]string{"team": "a"}))
+	o := testOptions()
+	o.ReferenceRules = true
+	o.WorkloadSelector = labels.SelectorFromSet(labels.Set{"team": "a"})
+	startController(t, ns, o)
+	waitEvent(t, ns, "inside", eventAdopted, "nothing restarted")
+	updateSecret(t, ns, "db", setKey("password", "p2"))
+	waitEvent(t, ns, "inside", eventRolled, "rolled: Secret db")
+	out := getCronJob(t, ns, "outside")
+	if h := out.Annotations[rollout.AnnotationAppliedHash]; h != "" || len(events(t, ns, "outside", "")) > 0 {
+		t.Fatalf("the CronJob outside the selector was managed: applied hash %q, Events %v", h, events(t, ns, "outside", ""))
+	}
+	if h := out.Spec.JobTemplate.Spec.Template.Annotations[rollout.AnnotationConfigHash]; h != "" {
+		t.Fatalf("the CronJob outside the selector was stamped (%s)", h)
 	}
 }
