@@ -35,6 +35,8 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 //     volumes it mounts with subPath, reduced to the items those mounts reach
 //     (see subpath.go: the controller warns about them); the rest of its spec
 //     and its status are dropped.
+//   - Kinds ReferenceRules declare (targets.go): likewise, only the metadata
+//     of an object that is neither opted in nor managed (targetTransform).
 //
 // Managed fields and kubectl's last-applied annotation (which holds the whole
 // object, a Secret's data included, when it was applied with kubectl) are
@@ -51,7 +53,7 @@ func (c *Controller) CacheOptions(namespaces ...string) cache.Options {
 	c.namespaces = namespaces
 	sel := c.opts.WorkloadSelector
 	opts := cache.Options{
-		DefaultTransform:     stripMetadata,
+		DefaultTransform:     targetTransform,
 		DefaultLabelSelector: sel,
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}:      {Transform: stripMetadata, Label: labels.Everything()},

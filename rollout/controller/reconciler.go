@@ -241,7 +241,7 @@ func (r *reconciler) load(ctx context.Context, req reconcile.Request) (*workload
 		}
 		return nil, nil, nil
 	}
-	if r.kind.metadataOnly && len(rollout.PodTemplate(obj).Spec.Containers) == 0 {
+	if r.kind.stripped(obj) {
 		// Cached as metadata only: a workload a ReferenceRule reaches, not
 		// adopted yet (once adopted, the cache keeps its spec). Read it.
 		obj = r.kind.newObj()

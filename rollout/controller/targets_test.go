@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -400,4 +401,42 @@ func TestDeclaredKindOutsideTheWorkloadSelector(t *testing.T) {
 	if h := out.Spec.JobTemplate.Spec.Template.Annotations[rollout.AnnotationConfigHash]; h != "" {
 		t.Fatalf("the CronJob outside the selector was stamped (%s)", h)
 	}
+}
+
+// A Rollout that is neither opted in nor reached by a chain is cached as
+// metadata only; once opted in, whole.
+func TestDeclaredKindUnmanagedIsCachedAsMetadata(t *testing.T) {
+	t.Parallel()
+	targetRules(t)
+	ns := env.NewNamespace(t)
+	ro := argoRollout(ns, "plain", "none", "x")
+	ro.SetAnnotations(nil)
+	if _, err := dyn(t).Resource(argoRollouts).Namespace(ns).Create(testContext(t), ro, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	o := testOptions()
+	o.ReferenceRules = true
+	c := startController(t, ns, o)
+	cached := func() *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(argoRollouts.GroupVersion().WithKind("Rollout"))
+		if err := c.mgr.GetCache().Get(testContext(t), client.ObjectKey{Namespace: ns, Name: "plain"}, u); err != nil {
+			return nil
+		}
+		return u
+	}
+	waitFor(t, "the Rollout cached", func() (bool, error) { return cached() != nil, nil })
+	if u := cached(); u.Object["spec"] != nil || u.GetName() != "plain" {
+		t.Fatalf("an unmanaged Rollout is cached with its spec: %v", u.Object)
+	}
+	createSecret(t, secret(ns, "none", map[string]string{"x": "1"}))
+	if _, err := dyn(t).Resource(argoRollouts).Namespace(ns).Patch(testContext(t), "plain", types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"hotcert.dev/rollout-on-change":"true"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, ns, "plain", eventAdopted, "Secret none")
+	waitFor(t, "the opted-in Rollout cached whole", func() (bool, error) {
+		u := cached()
+		return u != nil && u.Object["spec"] != nil, nil
+	})
 }

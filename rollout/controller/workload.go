@@ -27,10 +27,10 @@ type workloadKind struct {
 	roll func(obj client.Object, hash string, now time.Time) error
 	// progress judges obj's latest rollout.
 	progress func(obj client.Object) progress.Progress
-	// metadataOnly: workloads that are not managed are cached without their
-	// spec (see workloadTransform), so a managed one is read again when
-	// its pod template is empty.
-	metadataOnly bool
+	// stripped reports whether obj is cached without its spec: workloads that
+	// are not managed are (see workloadTransform, targetTransform), so one
+	// a ReferenceRule reaches, not adopted yet, is read again.
+	stripped func(obj client.Object) bool
 	// declared, for a kind a ReferenceRule declares, reports whether a rule
 	// in use still does (nil for the built-in kinds).
 	declared func() bool
@@ -50,8 +50,8 @@ func builtinKind(name string, newObj func() client.Object, newList func() client
 			rollout.Stamp(rollout.PodTemplate(obj), hash)
 			return nil
 		},
-		progress:     progress.Of,
-		metadataOnly: true,
+		progress: progress.Of,
+		stripped: func(obj client.Object) bool { return len(rollout.PodTemplate(obj).Spec.Containers) == 0 },
 	}
 }
 
