@@ -26,6 +26,18 @@
 //	  target: {group: kagent.dev, version: v1alpha2, kind: Agent}
 //	  workloads: {ownerReferences: {}}
 //
+// A rule can also declare its target a workload kind the controller rolls,
+// like a Deployment (spec.rollout): where its pod template is, optionally a
+// restart field to set instead of stamping it, and a CEL readiness
+// expression. Argo Rollouts:
+//
+//	spec:
+//	  target: {group: argoproj.io, version: v1alpha1, kind: Rollout}
+//	  rollout:
+//	    podTemplate: spec.template
+//	    restartAt: spec.restartAt
+//	    ready: "has(self.status.phase) && self.status.phase != 'Progressing'"
+//
 // The CustomResourceDefinition, with its OpenAPI schema and CEL validation, is
 // crd/hotcert.dev_referencerules.yaml (embedded as [CRDYAML]).
 package v1alpha1
