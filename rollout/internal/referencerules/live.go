@@ -554,7 +554,9 @@ func (l *Live) MapData(data rollout.Kind, workloadKind string) handler.MapFunc {
 }
 
 // Source returns a controller-runtime source that enqueues the workloads of
-// kind workloadKind that OnChange reports.
+// kind workloadKind that OnChange reports, and, when it starts, those the
+// graph in use reaches already: a controller started for a kind that a new
+// graph declares may start after that graph reported its workloads.
 func (l *Live) Source(workloadKind string) source.Source {
 	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		if ctx.Err() != nil {
@@ -565,6 +567,11 @@ func (l *Live) Source(workloadKind string) source.Source {
 				q.Add(req)
 			}
 		})
+		if r := l.Resolver(); r != nil {
+			for _, req := range l.requests(r.Workloads(), workloadKind) {
+				q.Add(req)
+			}
+		}
 		return nil
 	})
 }

@@ -26,7 +26,9 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/hotcert/hotcert/internal/kubetest"
 	"github.com/hotcert/hotcert/internal/testutil"
@@ -81,6 +83,22 @@ func TestLiveFollowsReferenceRules(t *testing.T) {
 		create(r)
 	}
 	want("kagent rules", "ca-a", "Deployment/a1", "Deployment/a2")
+	// A source started after the graph reported its workloads (the
+	// controller of a kind the graph declares) enqueues them at once.
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	if err := live.Source("Deployment").Start(f.ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	queued := map[string]bool{}
+	for q.Len() > 0 {
+		req, _ := q.Get()
+		queued[req.Name] = true
+		q.Done(req)
+	}
+	if !queued["a1"] || !queued["a2"] || !queued["d"] {
+		t.Fatalf("a source started late enqueued %v, want a1, a2 and d", queued)
+	}
 	want("three hops", "prov-secret", "Deployment/d")
 	ready(metav1.ConditionTrue, "followed by the rollout controller", "kagent-modelconfig", "kagent-agent", "kagent-modelprovider")
 
