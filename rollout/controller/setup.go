@@ -23,7 +23,6 @@ type Controller struct {
 	store       *store
 	shared      *shared
 	report      *reporter
-	recs        []*reconciler
 	namespaces  []string
 	scope       *nsScope // nil without Options.NamespaceSelector (see NewCache)
 	cacheReader atomic.Pointer[client.Reader]
