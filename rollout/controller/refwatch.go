@@ -45,10 +45,11 @@ type refWatcher struct {
 	store      *store
 	restCfg    *rest.Config
 
-	mu       sync.Mutex
-	unsynced int           // reflectors that have not listed yet
-	synced   chan struct{} // closed once every reflector has listed
-	sinks    map[*refSource]workqueue.TypedRateLimitingInterface[reconcile.Request]
+	mu        sync.Mutex
+	unsynced  int           // reflectors that have not listed yet
+	synced    chan struct{} // closed once every reflector has listed
+	sinks     map[*refSource]workqueue.TypedRateLimitingInterface[reconcile.Request]
+	gcLowered bool // see lowerGC
 
 	// With a scope: the running reflectors of each namespace in it.
 	ctx      context.Context
@@ -102,6 +103,9 @@ func (w *refWatcher) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if w.mode == CacheReferenced {
+		w.lowerGC()
+	}
 	if w.scope != nil {
 		return w.startScoped(ctx, cs, mc)
 	}
@@ -118,7 +122,15 @@ func (w *refWatcher) Start(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	wg.Wait()
+	w.stopped()
 	return nil
+}
+
+// stopped undoes what an unfinished initial list left.
+func (w *refWatcher) stopped() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.restoreGCLocked()
 }
 
 // run starts the reflectors of namespace ns.
@@ -155,6 +167,7 @@ func (w *refWatcher) startScoped(ctx context.Context, cs kubernetes.Interface, m
 		nw.cancel()
 		nw.wg.Wait()
 	}
+	w.stopped()
 	return nil
 }
 
@@ -281,7 +294,54 @@ func (w *refWatcher) listedLocked(n int) {
 		// The initial list decoded every Secret's data only to drop
 		// most of it: give that one-off spike back to the OS now
 		// rather than let the heap goal keep it resident.
+		w.restoreGCLocked()
 		go debug.FreeOSMemory()
+	}
+}
+
+// syncGCPercent is the garbage collector's target during the initial list in
+// CacheReferenced mode: the list decodes every Secret's data (500 MiB at
+// 50,000 Secrets of which 5% are 200 KiB) to keep almost none of it, so
+// the live heap stays small while the default target (100) lets the garbage
+// double it between collections. Measured at 50,000 Secrets: peak resident
+// memory 128 MiB with 100, 99 MiB with 25 (the steady size, 62 MiB, is the
+// same), for about 2 s more of initial sync. The previous setting (GOGC)
+// is restored once synced, and a lower one is kept.
+const syncGCPercent = 25
+
+// syncGC holds the lowered target while any watcher of the process lists.
+var syncGC struct {
+	mu   sync.Mutex
+	n    int
+	prev int
+}
+
+// lowerGC lowers the garbage collector's target until the initial list is in
+// (see syncGCPercent); restoreGC undoes it, once.
+func (w *refWatcher) lowerGC() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	syncGC.mu.Lock()
+	defer syncGC.mu.Unlock()
+	if syncGC.n == 0 {
+		syncGC.prev = debug.SetGCPercent(syncGCPercent)
+		if syncGC.prev < syncGCPercent { // lower already, or off (-1): leave it
+			debug.SetGCPercent(syncGC.prev)
+		}
+	}
+	syncGC.n++
+	w.gcLowered = true
+}
+
+func (w *refWatcher) restoreGCLocked() {
+	if !w.gcLowered {
+		return
+	}
+	w.gcLowered = false
+	syncGC.mu.Lock()
+	defer syncGC.mu.Unlock()
+	if syncGC.n--; syncGC.n == 0 {
+		debug.SetGCPercent(syncGC.prev)
 	}
 }
 
