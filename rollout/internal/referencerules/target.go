@@ -77,6 +77,12 @@ func (t *Target) PodTemplate(obj map[string]any) (*corev1.PodTemplateSpec, error
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &tmpl); err != nil {
 		return nil, fmt.Errorf("%s's %s is not a pod template (rule %s): %w", t.GVK.Kind, strings.Join(t.template, "."), t.Rule, err)
 	}
+	if len(tmpl.Spec.Containers) == 0 {
+		// Every pod template has a container: a path that names something
+		// else ("spec" for "spec.template") must not read as "consumes
+		// nothing".
+		return nil, fmt.Errorf("%s's %s is not a pod template, it has no spec.containers (rule %s)", t.GVK.Kind, strings.Join(t.template, "."), t.Rule)
+	}
 	return &tmpl, nil
 }
 

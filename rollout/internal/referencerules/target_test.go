@@ -98,6 +98,14 @@ func TestTargetReadsAndRolls(t *testing.T) {
 	if _, err := tg.PodTemplate(map[string]any{"spec": map[string]any{"jobTemplate": map[string]any{"spec": map[string]any{"template": map[string]any{"spec": "nope"}}}}}); err == nil {
 		t.Fatal("a string where the pod spec should be was decoded")
 	}
+	// The path names an object that is no pod template (the Job spec).
+	wrong, err := Compile([]v1alpha1.ReferenceRule{targetRule("cj", v1alpha1.GroupVersionKind{Group: "batch", Version: "v1", Kind: "CronJob"}, v1alpha1.RolloutTarget{PodTemplate: "spec.jobTemplate.spec"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wrong.Targets()[0].PodTemplate(obj); err == nil || !strings.Contains(err.Error(), "CronJob's spec.jobTemplate.spec is not a pod template, it has no spec.containers (rule cj)") {
+		t.Fatalf("a path to the Job spec: %v", err)
+	}
 }
 
 // Two rules declaring kinds of one name: the older is used, the other is set
