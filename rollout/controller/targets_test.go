@@ -440,3 +440,42 @@ func TestDeclaredKindUnmanagedIsCachedAsMetadata(t *testing.T) {
 		return u != nil && u.Object["spec"] != nil, nil
 	})
 }
+
+// A declared kind is refused and deferred as a Deployment is: a missing
+// Secret refuses, a per-workload minimum interval defers the second change.
+func TestDeclaredKindRefusesAndDefers(t *testing.T) {
+	t.Parallel()
+	targetRules(t)
+	ns := env.NewNamespace(t)
+	createSecret(t, secret(ns, "s", map[string]string{"k": "1"}))
+	for name, secretName := range map[string]string{"broken": "absent", "paced": "s"} {
+		ro := argoRollout(ns, name, secretName, "k")
+		ro.SetAnnotations(map[string]string{rollout.AnnotationRolloutOnChange: "true", rollout.AnnotationMinInterval: "1h"})
+		if _, err := dyn(t).Resource(argoRollouts).Namespace(ns).Create(testContext(t), ro, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		setRolloutStatus(t, ns, name, "Healthy")
+	}
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	o := testOptions()
+	o.ReferenceRules = true
+	o.Clock = clk
+	c := startController(t, ns, o)
+	waitEvent(t, ns, "broken", eventRefused, "not adopting: Secret absent")
+	if n := c.counter("Rollout", resultRefused, reason(rollout.ReasonMissingObject)); n != 1 {
+		t.Errorf("%d refusals counted (missing_object), want 1", n)
+	}
+	waitEvent(t, ns, "paced", eventAdopted, "nothing restarted")
+	updateSecret(t, ns, "s", setKey("k", "2"))
+	waitEvent(t, ns, "paced", eventRolled, "rolled: Secret s")
+	setRolloutStatus(t, ns, "paced", "Healthy")
+	clk.SetTime(clk.Now().Add(time.Minute))
+	updateSecret(t, ns, "s", setKey("k", "3"))
+	waitEvent(t, ns, "paced", eventDeferred, "(minimum interval)")
+	if n := c.counter("Rollout", resultDeferred, reasonMinInterval); n != 1 {
+		t.Errorf("%d deferrals counted (min_interval), want 1", n)
+	}
+	if n := len(events(t, ns, "paced", eventRolled)); n != 1 {
+		t.Fatalf("%d Rolled Events, want 1", n)
+	}
+}
