@@ -479,3 +479,35 @@ func TestDeclaredKindRefusesAndDefers(t *testing.T) {
 		t.Fatalf("%d Rolled Events, want 1", n)
 	}
 }
+
+// The global budget is one for the built-in and the declared kinds: with room
+// for one rollout, a Deployment and a Rollout that consume one Secret roll
+// one after the other, not together.
+func TestDeclaredKindSharesTheBudget(t *testing.T) {
+	t.Parallel()
+	targetRules(t)
+	ns := env.NewNamespace(t)
+	createSecret(t, secret(ns, "shared", map[string]string{"k": "1"}))
+	create(t, deployment(ns, "d", 0, envFrom("shared", "k"), optIn))
+	if _, err := dyn(t).Resource(argoRollouts).Namespace(ns).Create(testContext(t), argoRollout(ns, "r", "shared", "k"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	setRolloutStatus(t, ns, "r", "Healthy")
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 1, 13, 0, 0, 0, time.UTC))
+	o := testOptions()
+	o.ReferenceRules = true
+	o.Clock = clk
+	o.MaxRollouts, o.BudgetWindow = 1, time.Hour
+	c := startController(t, ns, o)
+	waitEvent(t, ns, "d", eventAdopted, "nothing restarted")
+	waitEvent(t, ns, "r", eventAdopted, "nothing restarted")
+	updateSecret(t, ns, "shared", setKey("k", "2"))
+	waitFor(t, "one rolled, the other deferred for the budget", func() (bool, error) {
+		rolled := c.counter("Deployment", resultRolled, reasonConfigChanged) + c.counter("Rollout", resultRolled, reasonConfigChanged)
+		deferred := c.counter("Deployment", resultDeferred, reasonBudget) + c.counter("Rollout", resultDeferred, reasonBudget)
+		if rolled > 1 {
+			t.Fatalf("%d rolled with a budget of one", rolled)
+		}
+		return rolled == 1 && deferred == 1, nil
+	})
+}
