@@ -114,11 +114,13 @@ func (c *scopedCache) enter(ns string) {
 	if err != nil {
 		// cache.New fails only on bad options, which the cluster cache
 		// would have failed on first.
-		panic(fmt.Sprintf("controller: cache of namespace %s: %v", ns, err))
+		c.log.Error(err, "cannot watch a namespace that entered the scope", "namespace", ns)
+		return
 	}
 	for _, ix := range c.indexes {
 		if err := nc.IndexField(c.ctx, ix.obj, ix.field, ix.extract); err != nil {
-			panic(fmt.Sprintf("controller: index %s of namespace %s: %v", ix.field, ns, err))
+			c.log.Error(err, "cannot watch a namespace that entered the scope", "namespace", ns, "index", ix.field)
+			return
 		}
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
@@ -340,7 +342,8 @@ func (si *scopedInformer) attach(ctx context.Context, ns string, nc cache.Cache)
 	// Not blocking: the namespace's cache may be syncing (HasSynced says).
 	inf, err := nc.GetInformer(ctx, si.obj, append(slices.Clone(si.opts), cache.BlockUntilSynced(false))...)
 	if err != nil {
-		panic(fmt.Sprintf("controller: informer of %T in namespace %s: %v", si.obj, ns, err))
+		si.log.Error(err, "cannot watch a kind in a namespace that entered the scope", "namespace", ns, "kind", fmt.Sprintf("%T", si.obj))
+		return
 	}
 	si.mu.Lock()
 	defer si.mu.Unlock()
