@@ -109,6 +109,7 @@ func cachedDeployments(t testing.TB, c *running, ns string) []string {
 	for _, d := range list.Items {
 		names = append(names, d.Name)
 	}
+	slices.Sort(names)
 	return names
 }
 
@@ -118,8 +119,8 @@ func cachedDeployments(t testing.TB, c *running, ns string) []string {
 // namespace that starts matching and drops one that stops, while it runs.
 func TestNamespaceSelector(t *testing.T) {
 	t.Parallel()
-	key, value := "hotcert.dev/test-scope", strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
 	in, out := env.NewNamespace(t), env.NewNamespace(t)
+	key, value := "hotcert.dev/test-scope", in // unique to this run
 	labelNamespace(t, in, key, &value)
 	for _, ns := range []string{in, out} {
 		createSecret(t, secret(ns, "s", map[string]string{"a": "1"}))
