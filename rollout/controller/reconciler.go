@@ -79,6 +79,22 @@ type shared struct {
 	seeded bool
 }
 
+// lookup reads the Secrets and ConfigMaps of namespace from st for the
+// workload key, through the onLookup hook when a test set one.
+func (s *shared) lookup(ctx context.Context, st *store, namespace, key string) rollout.Lookup {
+	lookup := st.lookup(ctx, namespace)
+	hook := s.onLookup
+	if hook == nil {
+		return lookup
+	}
+	return func(kind rollout.Kind, name string) (*rollout.Object, error) {
+		o, err := lookup(kind, name)
+		ns, n := rollout.SplitName(namespace, name)
+		hook(key, objKey{kind, ns, n}, o)
+		return o, err
+	}
+}
+
 // seedBudget counts, once, the rollouts recorded in every opted-in workload's
 // annotations against the budget, so that a new leader inherits the budget its
 // predecessor spent.
@@ -273,16 +289,7 @@ func (r *reconciler) resolve(ctx context.Context, w *workload, cons *referenceru
 	if cons != nil {
 		w.refs, w.problems = r.chainRefs(obj.GetNamespace(), w.refs, cons)
 	}
-	lookup := r.store.lookup(ctx, obj.GetNamespace())
-	if hook := r.shared.onLookup; hook != nil {
-		inner := lookup
-		lookup = func(kind rollout.Kind, name string) (*rollout.Object, error) {
-			o, err := inner(kind, name)
-			ns, n := rollout.SplitName(obj.GetNamespace(), name)
-			hook(w.key, objKey{kind, ns, n}, o)
-			return o, err
-		}
-	}
+	lookup := r.shared.lookup(ctx, r.store, obj.GetNamespace(), w.key)
 	cfg, err := rollout.Compute(obj.GetNamespace(), w.refs, lookup, r.hashOpts...)
 	if err != nil {
 		return err

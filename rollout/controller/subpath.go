@@ -291,16 +291,7 @@ func (w *subPathWatch) Reconcile(ctx context.Context, req reconcile.Request) (re
 		w.forget(key)
 		return reconcile.Result{}, nil
 	}
-	lookup := w.store.lookup(ctx, obj.GetNamespace())
-	if hook := w.shared.onLookup; hook != nil {
-		inner := lookup
-		lookup = func(kind rollout.Kind, name string) (*rollout.Object, error) {
-			o, err := inner(kind, name)
-			ns, n := rollout.SplitName(obj.GetNamespace(), name)
-			hook(key, objKey{kind, ns, n}, o)
-			return o, err
-		}
-	}
+	lookup := w.shared.lookup(ctx, w.store, obj.GetNamespace(), key)
 	cfg, err := rollout.Compute(obj.GetNamespace(), refs, lookup, w.hashOpts...)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("resolving what %s mounts with subPath: %w", key, err)
