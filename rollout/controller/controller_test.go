@@ -151,6 +151,10 @@ func TestTemplateEditIsNotRolledTwice(t *testing.T) {
 		d = getDeployment(t, ns, "app")
 		return d.Annotations[rollout.AnnotationAppliedHash] != before, nil
 	})
+	// The deployment controller makes the edit's ReplicaSet on its own time
+	// (possibly after the controller recorded the baseline): wait for it, then
+	// check that no second rollout follows.
+	waitReplicaSets(t, ns, "app", 2)
 	holds(t, time.Second, "one rollout (the user's edit)", func() (bool, error) { return replicaSets(t, ns, "app") == 2, nil })
 	if rollout.Stamped(&d.Spec.Template) != "" {
 		t.Fatal("the controller stamped the template after a user edit")
