@@ -94,6 +94,7 @@ With --wait STEP it looks again every --interval until STEP is safe (exit 0) or
 	fl.StringVar(&opts.NewCAFile, "new-ca-file", "", "the CA replacing it (PEM)")
 	fl.StringVar(&opts.ServerName, "server-name", "", "name the served certificate must match, sent as SNI (default: the host of each replica)")
 	fl.DurationVar(&opts.Timeout, "probe-timeout", 5*time.Second, "bound on each handshake and each status read")
+	fl.IntVar(&opts.MinAgents, "min-agents", 0, "the first step is done only when at least this many agents report (agents away, such as reconnecting, are not counted: set your fleet size or a floor)")
 	fl.StringVar(&wait.Step, "wait", "", "wait until this step is safe: add-new-ca, switch-server-cert or remove-old-ca")
 	fl.DurationVar(&wait.Timeout, "timeout", 10*time.Minute, "with --wait, give up after this long")
 	fl.DurationVar(&wait.Interval, "interval", 2*time.Second, "with --wait, look again this often")

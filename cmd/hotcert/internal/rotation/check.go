@@ -47,6 +47,6 @@ func Check(ctx context.Context, o Options) (*Report, error) {
 		wg.Go(func() { rep.Replicas[i] = probe(ctx, o, r, bundle, oldCAs, newCAs) })
 	}
 	wg.Wait()
-	judge(rep, oldCAs, newCAs)
+	judge(rep, oldCAs, newCAs, o.MinAgents)
 	return rep, nil
 }

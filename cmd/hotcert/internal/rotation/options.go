@@ -30,6 +30,11 @@ type Options struct {
 	ServerName string
 	// Timeout bounds each probe: one handshake and one status read (default 5s).
 	Timeout time.Duration
+	// MinAgents is how many agents must report for the first step to be done:
+	// an agent that is away (reconnecting after a drain, not started yet) is not
+	// counted, so without it a moment with no agent connected reads as done
+	// (default 0).
+	MinAgents int
 	// HTTPClient reads the status endpoints (default: a client with Timeout).
 	HTTPClient *http.Client
 }
@@ -50,6 +55,8 @@ func (o *Options) check() error {
 		return errors.New("rotation: no replica given")
 	case o.OldCAFile == "" || o.NewCAFile == "":
 		return errors.New("rotation: both the old and the new CA are required")
+	case o.MinAgents < 0:
+		return fmt.Errorf("rotation: --min-agents %d: want 0 or more", o.MinAgents)
 	}
 	for _, r := range o.Replicas {
 		if _, _, err := net.SplitHostPort(r.Address); err != nil {

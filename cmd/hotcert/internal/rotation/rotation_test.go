@@ -3,6 +3,7 @@ package rotation_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +102,16 @@ func TestRotationStatusStepByStep(t *testing.T) {
 	if want := "step 1 done: 21/21 agents trust CA-2026 (2 replicas report); safe to switch the server certificate"; rep.Summary != want {
 		t.Fatalf("after step 1: %q, want %q", rep.Summary, want)
 	}
+	// Expecting one agent more than report: not done, and it says why.
+	few := o
+	few.MinAgents = nAgents + 2
+	rep = check(t, few)
+	requireStep(t, rep, rotation.StepAddNewCA, true, false)
+	requireStep(t, rep, rotation.StepSwitchServerCert, false, false)
+	if st, _ := rep.Step(rotation.StepSwitchServerCert); !strings.Contains(st.Why, fmt.Sprintf("fewer agents report than the %d expected", nAgents+2)) {
+		t.Fatalf("with --min-agents %d: %s", nAgents+2, st.Why)
+	}
+	rep = check(t, o)
 
 	// Step 2 half-way: cp-0 switched, cp-1 still serves the old leaf.
 	replicas[0].serve(t, newLeaf)

@@ -51,7 +51,7 @@ func trustsAny(a fleetAgent, side cas) bool {
 }
 
 // judge fills in the counts, the verdict on each step, the stragglers and the summary.
-func judge(rep *Report, oldCAs, newCAs cas) {
+func judge(rep *Report, oldCAs, newCAs cas, minAgents int) {
 	agents := mergeFleets(rep.Replicas)
 	var reporting []string
 	var replicaIssues []Straggler // replicas whose fleet view is missing: every step waits on them
@@ -98,10 +98,16 @@ func judge(rep *Report, oldCAs, newCAs cas) {
 	}
 	reportNote := fmt.Sprintf("(%d %s report)", len(reporting), plural(len(reporting), "replica", "replicas"))
 	trustCount := fmt.Sprintf("%d/%d agents trust %s %s", c.TrustNew, c.Total, newCAs.name, reportNote)
-	step1 := Step{Name: StepAddNewCA, Safe: true, Done: len(trustLag) == 0 && len(replicaIssues) == 0}
-	if step1.Done {
+	// Fewer agents than expected: the missing ones (reconnecting after a drain,
+	// not started yet) are not seen, so their trust is unknown.
+	few := c.Total < minAgents
+	step1 := Step{Name: StepAddNewCA, Safe: true, Done: len(trustLag) == 0 && len(replicaIssues) == 0 && !few}
+	switch {
+	case step1.Done:
 		step1.Why = trustCount
-	} else {
+	case len(trustLag) == 0 && len(replicaIssues) == 0:
+		step1.Why = fmt.Sprintf("%s: fewer agents report than the %d expected (agents away, such as reconnecting, are not counted)", trustCount, minAgents)
+	default:
 		step1.Why = trustCount + ": " + names(append(slices.Clone(replicaIssues), trustLag...))
 	}
 
@@ -129,6 +135,8 @@ func judge(rep *Report, oldCAs, newCAs cas) {
 	serveCount := fmt.Sprintf("%d/%d replicas serve a leaf issued by %s", serving, len(rep.Replicas), newCAs.name)
 	step2 := Step{Name: StepSwitchServerCert, Safe: step1.Done, Done: len(serveLag) == 0}
 	switch {
+	case !step2.Safe && few && len(trustLag) == 0 && len(replicaIssues) == 0:
+		step2.Why = "not safe to switch the server certificate: " + strings.TrimPrefix(step1.Why, trustCount+": ")
 	case !step2.Safe:
 		step2.Why = "not safe to switch the server certificate: " + names(append(slices.Clone(replicaIssues), trustLag...))
 	case step2.Done:
