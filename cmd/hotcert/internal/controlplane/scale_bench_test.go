@@ -227,7 +227,7 @@ func runScale(b *testing.B, kind string, n int) scaleResult {
 	conns := make([]*grpc.ClientConn, n)
 	var wg sync.WaitGroup
 	var failures atomic.Int64
-	var firstErr atomic.Value
+	var firstErr firstError
 	sem := make(chan struct{}, 64) // concurrent dials: well below the listen backlog
 	start := time.Now()
 	for i := range n {
@@ -242,7 +242,7 @@ func runScale(b *testing.B, kind string, n int) scaleResult {
 			conns[i] = cc
 			if err != nil {
 				failures.Add(1)
-				firstErr.CompareAndSwap(nil, err)
+				firstErr.set(err)
 			}
 		})
 	}
@@ -257,7 +257,7 @@ func runScale(b *testing.B, kind string, n int) scaleResult {
 		}
 	}()
 	if f := failures.Load(); f != 0 {
-		b.Fatalf("%s: %d of %d agents failed to connect, first: %v", kind, f, n, firstErr.Load())
+		b.Fatalf("%s: %d of %d agents failed to connect, first: %v", kind, f, n, firstErr.get())
 	}
 
 	res.After = srv.measure(b)
