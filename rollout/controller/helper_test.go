@@ -128,24 +128,26 @@ func memoryHelper() error {
 
 // procMemory reads VmRSS, RssAnon and VmHWM of this process, in MiB.
 func procMemory() (rss, anon, hwm float64, err error) {
-	raw, err := os.ReadFile("/proc/self/status")
+	f, err := procMiB("/proc/self/status")
+	return f["VmRSS"], f["RssAnon"], f["VmHWM"], err
+}
+
+// procMiB reads a /proc file of "Name: value kB" lines (status,
+// smaps_rollup) into MiB by name.
+func procMiB(path string) (map[string]float64, error) {
+	raw, err := os.ReadFile(path)
 	if err != nil {
-		return 0, 0, 0, err
+		return nil, err
 	}
+	out := map[string]float64{}
 	for _, line := range strings.Split(string(raw), "\n") {
 		f := strings.Fields(line)
-		if len(f) < 2 {
+		if len(f) < 2 || !strings.HasSuffix(f[0], ":") {
 			continue
 		}
-		kb, _ := strconv.ParseFloat(f[1], 64)
-		switch f[0] {
-		case "VmRSS:":
-			rss = kb / 1024
-		case "RssAnon:":
-			anon = kb / 1024
-		case "VmHWM:":
-			hwm = kb / 1024
+		if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
+			out[strings.TrimSuffix(f[0], ":")] = kb / 1024
 		}
 	}
-	return rss, anon, hwm, nil
+	return out, nil
 }

@@ -260,23 +260,9 @@ func (fx *scaleFixture) measure(b *testing.B, bin string, selector bool, settle 
 
 // smapsFileMiB reads the file-backed part of a process's resident memory.
 func smapsFileMiB(b *testing.B, pid int) float64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	f, err := procMiB(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
 	if err != nil {
 		b.Fatal(err)
 	}
-	var rss, anon float64
-	for _, line := range strings.Split(string(raw), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseFloat(f[1], 64)
-		switch f[0] {
-		case "Rss:":
-			rss = kb / 1024
-		case "Anonymous:":
-			anon = kb / 1024
-		}
-	}
-	return rss - anon
+	return f["Rss"] - f["Anonymous"]
 }
