@@ -3,8 +3,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agent"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/inspect"
 	"github.com/hotcert/hotcert/hotcerttest"
 )
@@ -25,6 +30,7 @@ const subPathChildEnv = "HOTCERT_TEST_SUBPATH_CHILD"
 // and in -o json, and says nothing of the same files read where they are. The
 // bind mount is real: the test runs itself again in a new user and mount
 // namespace (as unshare -rm does), so /proc/self/mountinfo is the kernel's.
+// The agent logs the same of its CA bundle.
 func TestCheckWarnsOfSubPathMount(t *testing.T) {
 	if os.Getenv(subPathChildEnv) != "" {
 		checkInMountNamespace(t)
@@ -92,5 +98,30 @@ func checkInMountNamespace(t *testing.T) {
 	if err != nil || strings.Contains(out, "never_updated") {
 		t.Fatalf("the files where they are: %v\n%s", err, out)
 	}
+	agentLogsSubPathMount(t, volume, ca)
 	t.Log("subPath mount checked")
+}
+
+// agentLogsSubPathMount: an agent whose CA bundle is a subPath mount says, in
+// its own log, that the bundle will never be updated.
+func agentLogsSubPathMount(t *testing.T, volume string, ca *hotcerttest.CA) {
+	caFile := writeTemp(t, "ca.crt", ca.CertPEM)
+	mounted := filepath.Join(volume, "ca.crt")
+	if err := os.WriteFile(mounted, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount(caFile, mounted, "", syscall.MS_BIND, ""); err != nil {
+		t.Fatalf("bind-mounting %s: %v", mounted, err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(mounted, 0) })
+	var log bytes.Buffer
+	a, err := agent.New(agent.Config{Server: "127.0.0.1:1", CAFile: mounted,
+		Logger: slog.New(slog.NewTextHandler(&log, nil)), Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if want := "file is a subPath mount and will never be updated"; !strings.Contains(log.String(), want) || !strings.Contains(log.String(), mounted) {
+		t.Fatalf("the agent's log lacks %q for %s:\n%s", want, mounted, log.String())
+	}
 }
