@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"maps"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -209,13 +208,6 @@ func (w *refWatcher) leave(ns string) {
 			w.store.forget(k)
 		}
 	}
-}
-
-// watchedNamespaces lists the namespaces watched under a scope.
-func (w *refWatcher) watchedNamespaces() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Sorted(maps.Keys(w.watching))
 }
 
 // NeedLeaderElection: the watch runs on standbys too.

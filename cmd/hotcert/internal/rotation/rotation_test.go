@@ -111,7 +111,6 @@ func TestRotationStatusStepByStep(t *testing.T) {
 	if st, _ := rep.Step(rotation.StepSwitchServerCert); !strings.Contains(st.Why, fmt.Sprintf("fewer agents report than the %d expected", nAgents+2)) {
 		t.Fatalf("with --min-agents %d: %s", nAgents+2, st.Why)
 	}
-	rep = check(t, o)
 
 	// Step 2 half-way: cp-0 switched, cp-1 still serves the old leaf.
 	replicas[0].serve(t, newLeaf)
