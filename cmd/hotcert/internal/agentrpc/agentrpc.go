@@ -11,6 +11,10 @@
 // stream opens (gRPC metadata "authorization", see package jwtkeys/jwtgrpc) and hands
 // the agent fresh tokens in the registered reply and, from time to time, in heartbeat
 // acknowledgements: the agent presents the newest one on its next connection.
+//
+// The package also holds the fleet view built from the agents' trust reports
+// (Fleet): the part of a replica's status that `hotcert rotation` reads, so that
+// client depends on the contract, not on the server.
 package agentrpc
 
 import (

@@ -7,58 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
 )
-
-// How a connected agent reads its trust bundle (FleetAgent.TrustReading).
-const (
-	// TrustPerConnect: the agent re-reads its bundle before every connection.
-	TrustPerConnect = "per_connect"
-	// TrustAtStart: the agent reported its bundle, which it reads only at start.
-	TrustAtStart = "at_start"
-	// TrustUnknown: the agent reported nothing — an agent of an older release, which
-	// reads its bundle only at start.
-	TrustUnknown = "unknown"
-)
-
-// Fleet is this replica's view of what its connected agents trust, from the
-// reports they send with register and heartbeat messages.
-type Fleet struct {
-	// Agents counts the connected agent streams.
-	Agents int `json:"agents"`
-	// ByTrustReading counts them by how they read their bundle (TrustPerConnect,
-	// TrustAtStart, TrustUnknown).
-	ByTrustReading map[string]int `json:"by_trust_reading"`
-	// CAs counts, per CA fingerprint, the connected agents whose bundle holds it.
-	CAs []FleetCA `json:"cas"`
-	// AgentList says, per connected agent, what it trusts.
-	AgentList []FleetAgent `json:"agent_list"`
-}
-
-// FleetCA is one CA and how many connected agents trust it.
-type FleetCA struct {
-	// SHA256 is the CA's fingerprint, lower-case hex.
-	SHA256  string `json:"sha256"`
-	Subject string `json:"subject"`
-	Agents  int    `json:"agents"`
-}
-
-// FleetAgent is what one connected agent last reported.
-type FleetAgent struct {
-	ID     string    `json:"id"`
-	Remote string    `json:"remote"`
-	Since  time.Time `json:"since"`
-	// TrustReading is TrustPerConnect, TrustAtStart or TrustUnknown (then CAs is
-	// empty: nothing is known of its bundle).
-	TrustReading string `json:"trust_reading"`
-	// CAs are the fingerprints (lower-case hex) of the CAs its bundle holds.
-	CAs []string `json:"cas,omitempty"`
-	// ClientCert is the client certificate it presents (mTLS only).
-	ClientCert *hotcert.CertificateSummary `json:"client_cert,omitempty"`
-	// ReportedAt is when it last reported (nil: never).
-	ReportedAt *time.Time `json:"reported_at,omitempty"`
-}
 
 // report keeps what an agent said it trusts; a message without a report (an agent
 // of an older release) changes nothing.
@@ -76,16 +26,16 @@ func (s *Server) report(sess *session, t *agentrpc.TrustReport) {
 }
 
 // Fleet returns what the connected agents trust.
-func (s *Server) Fleet() Fleet {
-	f := Fleet{ByTrustReading: map[string]int{TrustPerConnect: 0, TrustAtStart: 0, TrustUnknown: 0}, CAs: []FleetCA{}, AgentList: []FleetAgent{}}
-	byFP := map[string]*FleetCA{}
+func (s *Server) Fleet() agentrpc.Fleet {
+	f := agentrpc.Fleet{ByTrustReading: map[string]int{agentrpc.TrustPerConnect: 0, agentrpc.TrustAtStart: 0, agentrpc.TrustUnknown: 0}, CAs: []agentrpc.FleetCA{}, AgentList: []agentrpc.FleetAgent{}}
+	byFP := map[string]*agentrpc.FleetCA{}
 	s.mu.Lock()
 	for sess := range s.sessions {
-		a := FleetAgent{ID: sess.info.ID, Remote: sess.info.Remote, Since: sess.info.Since.UTC(), TrustReading: TrustUnknown}
+		a := agentrpc.FleetAgent{ID: sess.info.ID, Remote: sess.info.Remote, Since: sess.info.Since.UTC(), TrustReading: agentrpc.TrustUnknown}
 		if t := sess.trust; t != nil {
-			a.TrustReading = TrustAtStart
+			a.TrustReading = agentrpc.TrustAtStart
 			if t.PerConnect {
-				a.TrustReading = TrustPerConnect
+				a.TrustReading = agentrpc.TrustPerConnect
 			}
 			at := sess.reportedAt
 			a.ReportedAt, a.ClientCert = &at, t.Leaf
@@ -96,7 +46,7 @@ func (s *Server) Fleet() Fleet {
 				a.CAs = append(a.CAs, ca.SHA256)
 				c := byFP[ca.SHA256]
 				if c == nil {
-					c = &FleetCA{SHA256: ca.SHA256, Subject: ca.Subject}
+					c = &agentrpc.FleetCA{SHA256: ca.SHA256, Subject: ca.Subject}
 					byFP[ca.SHA256] = c
 				}
 				c.Agents++
@@ -110,10 +60,10 @@ func (s *Server) Fleet() Fleet {
 	for _, c := range byFP {
 		f.CAs = append(f.CAs, *c)
 	}
-	slices.SortFunc(f.CAs, func(a, b FleetCA) int {
+	slices.SortFunc(f.CAs, func(a, b agentrpc.FleetCA) int {
 		return cmp.Or(cmp.Compare(b.Agents, a.Agents), cmp.Compare(a.SHA256, b.SHA256))
 	})
-	slices.SortFunc(f.AgentList, func(a, b FleetAgent) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(f.AgentList, func(a, b agentrpc.FleetAgent) int { return cmp.Compare(a.ID, b.ID) })
 	return f
 }
 
@@ -137,7 +87,7 @@ func (c fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, ca := range f.CAs {
 		ch <- prometheus.MustNewConstMetric(descAgentsTrustingCA, prometheus.GaugeValue, float64(ca.Agents), ca.SHA256, ca.Subject)
 	}
-	for _, r := range []string{TrustPerConnect, TrustAtStart, TrustUnknown} {
+	for _, r := range []string{agentrpc.TrustPerConnect, agentrpc.TrustAtStart, agentrpc.TrustUnknown} {
 		ch <- prometheus.MustNewConstMetric(descAgentsByTrustReading, prometheus.GaugeValue, float64(f.ByTrustReading[r]), r)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/agent"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc/agentrpctest"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
 	"github.com/hotcert/hotcert/hotcerttest"
@@ -29,18 +30,18 @@ func TestFleetViewCountsAgentsPerCA(t *testing.T) {
 	agentrpctest.StartLegacyAgent(t, replicas[0].addr, "localhost", "legacy-0", hotcerttest.Pool(oldCA))
 	oldFP, newFP := hotcert.FingerprintOf(oldCA.Cert).String(), hotcert.FingerprintOf(newCA.Cert).String()
 
-	fleet := func(r *replica) controlplane.Fleet { return r.srv.Fleet() }
+	fleet := func(r *replica) agentrpc.Fleet { return r.srv.Fleet() }
 	testutil.WaitFor(t, "cp-0 to see 3 agents and the legacy one", func() bool { return fleet(replicas[0]).Agents == 4 })
 	f := fleet(replicas[0])
 	if len(f.CAs) != 1 || f.CAs[0].SHA256 != oldFP || f.CAs[0].Agents != 3 || f.CAs[0].Subject != oldCA.Cert.Subject.String() ||
-		f.ByTrustReading[controlplane.TrustPerConnect] != 3 || f.ByTrustReading[controlplane.TrustUnknown] != 1 {
+		f.ByTrustReading[agentrpc.TrustPerConnect] != 3 || f.ByTrustReading[agentrpc.TrustUnknown] != 1 {
 		t.Fatalf("cp-0 fleet: %+v", f)
 	}
 	for _, a := range f.AgentList {
 		switch {
-		case a.ID == "legacy-0" && (a.TrustReading != controlplane.TrustUnknown || a.CAs != nil || a.ReportedAt != nil):
+		case a.ID == "legacy-0" && (a.TrustReading != agentrpc.TrustUnknown || a.CAs != nil || a.ReportedAt != nil):
 			t.Fatalf("legacy agent: %+v", a)
-		case a.ID != "legacy-0" && (a.TrustReading != controlplane.TrustPerConnect || len(a.CAs) != 1 || a.CAs[0] != oldFP || a.ReportedAt == nil):
+		case a.ID != "legacy-0" && (a.TrustReading != agentrpc.TrustPerConnect || len(a.CAs) != 1 || a.CAs[0] != oldFP || a.ReportedAt == nil):
 			t.Fatalf("agent: %+v", a)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/inspect"
 )
 
@@ -36,7 +37,7 @@ type Status struct {
 	Held         hotcert.Summary  `json:"held"`
 	ClientCAHeld *hotcert.Summary `json:"client_ca_held,omitempty"`
 	// Fleet is what the connected agents trust, as they reported it.
-	Fleet Fleet `json:"fleet"`
+	Fleet agentrpc.Fleet `json:"fleet"`
 }
 
 // TokenStatus describes the key set agent tokens are issued and verified with. It

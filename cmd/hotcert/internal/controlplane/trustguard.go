@@ -191,7 +191,7 @@ func (g *trustGuard) agentsLacking(m *hotcert.Material) (lacking, reporting int)
 	connected := make(map[string]bool, len(f.AgentList))
 	for _, a := range f.AgentList {
 		connected[a.ID] = true
-		if a.TrustReading == TrustUnknown {
+		if a.TrustReading == agentrpc.TrustUnknown {
 			continue
 		}
 		count(slices.ContainsFunc(a.CAs, func(fp string) bool { return fp == topFP || subject[fp] == issuer }))

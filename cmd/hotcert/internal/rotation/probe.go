@@ -9,7 +9,7 @@ import (
 	"net/http"
 
 	"github.com/hotcert/hotcert"
-	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/inspect"
 )
 
@@ -92,8 +92,8 @@ func probe(ctx context.Context, o Options, r Replica, bundle *hotcert.Material, 
 
 // replicaStatus is the part of the control plane's status the rotation reads.
 type replicaStatus struct {
-	Replica string              `json:"replica"`
-	Fleet   *controlplane.Fleet `json:"fleet"`
+	Replica string          `json:"replica"`
+	Fleet   *agentrpc.Fleet `json:"fleet"`
 }
 
 func readStatus(ctx context.Context, hc *http.Client, u string) (*replicaStatus, error) {

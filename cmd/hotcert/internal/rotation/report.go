@@ -3,7 +3,7 @@ package rotation
 import (
 	"time"
 
-	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
 )
 
 // Step names: the three steps of a CA rotation with a union bundle, in order. They
@@ -66,7 +66,7 @@ type ReplicaReport struct {
 	Agents      int    `json:"agents"`
 	StatusError string `json:"status_error,omitempty"`
 
-	fleet *controlplane.Fleet
+	fleet *agentrpc.Fleet
 }
 
 // ServedLeaf is the leaf a replica serves.

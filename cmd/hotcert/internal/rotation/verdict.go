@@ -6,12 +6,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
 )
 
 // fleetAgent is one agent of the merged fleet view, with the replica it is on.
 type fleetAgent struct {
-	controlplane.FleetAgent
+	agentrpc.FleetAgent
 	replica string
 }
 
@@ -39,7 +39,7 @@ func mergeFleets(replicas []ReplicaReport) []fleetAgent {
 	return out
 }
 
-func reportedAt(a controlplane.FleetAgent) time.Time {
+func reportedAt(a agentrpc.FleetAgent) time.Time {
 	if a.ReportedAt == nil {
 		return time.Time{}
 	}
@@ -77,9 +77,9 @@ func judge(rep *Report, oldCAs, newCAs cas, minAgents int) {
 			c.TrustOld++
 		}
 		switch a.TrustReading {
-		case controlplane.TrustUnknown:
+		case agentrpc.TrustUnknown:
 			c.Unknown++
-		case controlplane.TrustAtStart:
+		case agentrpc.TrustAtStart:
 			c.AtStart++
 		}
 		if newOK {
@@ -87,9 +87,9 @@ func judge(rep *Report, oldCAs, newCAs cas, minAgents int) {
 		}
 		var why string
 		switch a.TrustReading {
-		case controlplane.TrustUnknown:
+		case agentrpc.TrustUnknown:
 			why = fmt.Sprintf("reports nothing about its trust: unknown, reads its CA bundle only at start (an older release); restart it once its bundle holds %s", newCAs.name)
-		case controlplane.TrustAtStart:
+		case agentrpc.TrustAtStart:
 			why = fmt.Sprintf("its bundle lacks %s and it reads its bundle only at start: restart it once its bundle holds %s", newCAs.name, newCAs.name)
 		default:
 			why = fmt.Sprintf("its bundle lacks %s", newCAs.name)
