@@ -50,30 +50,64 @@ func trustsAny(a fleetAgent, side cas) bool {
 	return slices.ContainsFunc(a.CAs, func(fp string) bool { return side.fps[fp] })
 }
 
-// judge fills in the counts, the verdict on each step, the stragglers and the summary.
+// judge fills in the counts, the verdict on each step, the stragglers and the
+// summary, in named steps: note which replicas report their fleet, count the
+// agents, apply the fleet-size guard, then judge each rotation step on what the
+// steps before it found, and sum up.
 func judge(rep *Report, oldCAs, newCAs cas, minAgents int) {
-	agents := mergeFleets(rep.Replicas)
-	var reporting []string
-	var replicaIssues []Straggler // replicas whose fleet view is missing: every step waits on them
-	for _, r := range rep.Replicas {
+	j := &judgement{rep: rep, oldCAs: oldCAs, newCAs: newCAs, agents: mergeFleets(rep.Replicas)}
+	j.readFleets()
+	j.countAgents()
+	j.checkFleetSize(minAgents)
+	add := j.addNewCA()
+	sw := j.switchServerCert(add)
+	rm := j.removeOldCA(add, sw)
+	rep.Steps = []Step{add, sw, rm}
+	j.summarize(add, sw, rm)
+}
+
+// judgement is what judge's steps share: the inputs, and what each step found.
+type judgement struct {
+	rep            *Report
+	oldCAs, newCAs cas
+	agents         []fleetAgent // the merged fleet of the replicas that report
+
+	unread     []Straggler // replicas whose fleet view is missing: every step waits on them
+	reportNote string      // "(2 replicas report)", for sentences about the fleet
+	shortfall  string      // why the fleet seen is too small to judge ("" when it is not)
+
+	trustLag   []Straggler // agents that do not trust the new CA
+	trustCount string      // "3/4 agents trust … (2 replicas report)"
+	serveLag   []Straggler // replicas that do not serve a usable leaf of the new CA
+	serving    int         // replicas that do
+	serveCount string      // "1/2 replicas serve a leaf issued by …"
+	oldLag     []Straggler // agents that still trust the old CA
+}
+
+// readFleets notes which replicas report their agents' trust: one that does not
+// holds every step back.
+func (j *judgement) readFleets() {
+	reporting := 0
+	for _, r := range j.rep.Replicas {
 		if r.fleet != nil {
-			reporting = append(reporting, r.Name)
+			reporting++
 			continue
 		}
-		replicaIssues = append(replicaIssues, Straggler{Kind: "replica", Name: r.Name, Step: StepAddNewCA,
+		j.unread = append(j.unread, Straggler{Kind: "replica", Name: r.Name, Step: StepAddNewCA,
 			Reason: "does not report its agents' trust: " + r.StatusError})
 	}
+	j.reportNote = fmt.Sprintf("(%d %s report)", reporting, plural(reporting, "replica", "replicas"))
+}
 
-	// Step 1: every agent trusts the new CA.
-	var trustLag []Straggler
-	c := &rep.Agents
-	for _, a := range agents {
+// countAgents fills in the report's agent counts.
+func (j *judgement) countAgents() {
+	c := &j.rep.Agents
+	for _, a := range j.agents {
 		c.Total++
-		newOK, oldOK := trustsAny(a, newCAs), trustsAny(a, oldCAs)
-		if newOK {
+		if trustsAny(a, j.newCAs) {
 			c.TrustNew++
 		}
-		if oldOK {
+		if trustsAny(a, j.oldCAs) {
 			c.TrustOld++
 		}
 		switch a.TrustReading {
@@ -82,112 +116,152 @@ func judge(rep *Report, oldCAs, newCAs cas, minAgents int) {
 		case agentrpc.TrustAtStart:
 			c.AtStart++
 		}
-		if newOK {
+	}
+}
+
+// checkFleetSize is the guard every step shares. Fewer agents than expected means
+// the missing ones (reconnecting after a drain, not started yet) are not seen, so
+// their trust is unknown and step 1 cannot be done.
+func (j *judgement) checkFleetSize(minAgents int) {
+	if j.rep.Agents.Total < minAgents {
+		j.shortfall = fmt.Sprintf("fewer agents report than the %d expected (agents away, such as reconnecting, are not counted)", minAgents)
+	}
+}
+
+// addNewCA is step 1: every agent of every replica trusts the new CA.
+func (j *judgement) addNewCA() Step {
+	for _, a := range j.agents {
+		if !trustsAny(a, j.newCAs) {
+			j.trustLag = append(j.trustLag, Straggler{Kind: "agent", Name: a.ID, Replica: a.replica, Step: StepAddNewCA, Reason: j.lacksNewCA(a)})
+		}
+	}
+	c := j.rep.Agents
+	j.trustCount = fmt.Sprintf("%d/%d agents trust %s %s", c.TrustNew, c.Total, j.newCAs.name, j.reportNote)
+	wait := j.trustWait()
+	s := Step{Name: StepAddNewCA, Safe: true, Done: wait == "", Why: j.trustCount}
+	if !s.Done {
+		s.Why += ": " + wait
+	}
+	return s
+}
+
+// lacksNewCA says why agent a, which does not trust the new CA, holds step 1 back.
+func (j *judgement) lacksNewCA(a fleetAgent) string {
+	switch a.TrustReading {
+	case agentrpc.TrustUnknown:
+		return fmt.Sprintf("reports nothing about its trust: unknown, reads its CA bundle only at start (an older release); restart it once its bundle holds %s", j.newCAs.name)
+	case agentrpc.TrustAtStart:
+		return fmt.Sprintf("its bundle lacks %s and it reads its bundle only at start: restart it once its bundle holds %s", j.newCAs.name, j.newCAs.name)
+	default:
+		return fmt.Sprintf("its bundle lacks %s", j.newCAs.name)
+	}
+}
+
+// trustBlockers are the replicas and agents that hold step 1 back.
+func (j *judgement) trustBlockers() []Straggler {
+	return append(slices.Clone(j.unread), j.trustLag...)
+}
+
+// trustWait says what step 1 waits for: its blockers, else the fleet's shortfall
+// ("" when it waits for nothing).
+func (j *judgement) trustWait() string {
+	if b := j.trustBlockers(); len(b) > 0 {
+		return names(b)
+	}
+	return j.shortfall
+}
+
+// switchServerCert is step 2: every replica serves a leaf issued by the new CA.
+// It is safe once step 1 is done.
+func (j *judgement) switchServerCert(add Step) Step {
+	for _, r := range j.rep.Replicas {
+		if why := j.notServingNew(r); why != "" {
+			j.serveLag = append(j.serveLag, Straggler{Kind: "replica", Name: r.Name, Step: StepSwitchServerCert, Reason: why})
 			continue
 		}
-		var why string
-		switch a.TrustReading {
-		case agentrpc.TrustUnknown:
-			why = fmt.Sprintf("reports nothing about its trust: unknown, reads its CA bundle only at start (an older release); restart it once its bundle holds %s", newCAs.name)
-		case agentrpc.TrustAtStart:
-			why = fmt.Sprintf("its bundle lacks %s and it reads its bundle only at start: restart it once its bundle holds %s", newCAs.name, newCAs.name)
-		default:
-			why = fmt.Sprintf("its bundle lacks %s", newCAs.name)
-		}
-		trustLag = append(trustLag, Straggler{Kind: "agent", Name: a.ID, Replica: a.replica, Step: StepAddNewCA, Reason: why})
+		j.serving++
 	}
-	reportNote := fmt.Sprintf("(%d %s report)", len(reporting), plural(len(reporting), "replica", "replicas"))
-	trustCount := fmt.Sprintf("%d/%d agents trust %s %s", c.TrustNew, c.Total, newCAs.name, reportNote)
-	// Fewer agents than expected: the missing ones (reconnecting after a drain,
-	// not started yet) are not seen, so their trust is unknown.
-	few := c.Total < minAgents
-	step1 := Step{Name: StepAddNewCA, Safe: true, Done: len(trustLag) == 0 && len(replicaIssues) == 0 && !few}
+	j.serveCount = fmt.Sprintf("%d/%d replicas serve a leaf issued by %s", j.serving, len(j.rep.Replicas), j.newCAs.name)
+	s := Step{Name: StepSwitchServerCert, Safe: add.Done, Done: len(j.serveLag) == 0}
 	switch {
-	case step1.Done:
-		step1.Why = trustCount
-	case len(trustLag) == 0 && len(replicaIssues) == 0:
-		step1.Why = fmt.Sprintf("%s: fewer agents report than the %d expected (agents away, such as reconnecting, are not counted)", trustCount, minAgents)
+	case !s.Safe:
+		s.Why = "not safe to switch the server certificate: " + j.trustWait()
+	case s.Done:
+		s.Why = j.serveCount
 	default:
-		step1.Why = trustCount + ": " + names(append(slices.Clone(replicaIssues), trustLag...))
+		s.Why = j.serveCount + ": " + names(j.serveLag)
 	}
+	return s
+}
 
-	// Step 2: every replica serves a leaf issued by the new CA.
-	var serveLag []Straggler
-	serving := 0
-	for _, r := range rep.Replicas {
-		s := r.Serves
-		var why string
-		switch {
-		case s == nil:
-			why = "cannot be inspected: " + r.ServeError
-		case s.IssuedByNew && !s.HostnameOK:
-			why = fmt.Sprintf("serves a leaf issued by %s that does not name the server name agents dial (serial %s; --server-name sets it)", newCAs.name, s.Serial)
-		case s.IssuedByNew:
-			serving++
-			continue
-		case s.IssuedByOld:
-			why = fmt.Sprintf("still serves a leaf issued by %s (serial %s)", oldCAs.name, s.Serial)
-		default:
-			why = fmt.Sprintf("serves a leaf issued by neither %s nor %s (issuer %s, serial %s)", oldCAs.name, newCAs.name, s.Issuer, s.Serial)
-		}
-		serveLag = append(serveLag, Straggler{Kind: "replica", Name: r.Name, Step: StepSwitchServerCert, Reason: why})
-	}
-	serveCount := fmt.Sprintf("%d/%d replicas serve a leaf issued by %s", serving, len(rep.Replicas), newCAs.name)
-	step2 := Step{Name: StepSwitchServerCert, Safe: step1.Done, Done: len(serveLag) == 0}
+// notServingNew says why replica r holds step 2 back ("" when it serves a leaf
+// issued by the new CA that names the server name).
+func (j *judgement) notServingNew(r ReplicaReport) string {
+	s := r.Serves
 	switch {
-	case !step2.Safe && few && len(trustLag) == 0 && len(replicaIssues) == 0:
-		step2.Why = "not safe to switch the server certificate: " + strings.TrimPrefix(step1.Why, trustCount+": ")
-	case !step2.Safe:
-		step2.Why = "not safe to switch the server certificate: " + names(append(slices.Clone(replicaIssues), trustLag...))
-	case step2.Done:
-		step2.Why = serveCount
+	case s == nil:
+		return "cannot be inspected: " + r.ServeError
+	case s.IssuedByNew && !s.HostnameOK:
+		return fmt.Sprintf("serves a leaf issued by %s that does not name the server name agents dial (serial %s; --server-name sets it)", j.newCAs.name, s.Serial)
+	case s.IssuedByNew:
+		return ""
+	case s.IssuedByOld:
+		return fmt.Sprintf("still serves a leaf issued by %s (serial %s)", j.oldCAs.name, s.Serial)
 	default:
-		step2.Why = serveCount + ": " + names(serveLag)
+		return fmt.Sprintf("serves a leaf issued by neither %s nor %s (issuer %s, serial %s)", j.oldCAs.name, j.newCAs.name, s.Issuer, s.Serial)
 	}
+}
 
-	// Step 3: nobody needs the old CA any more.
-	var oldLag []Straggler
-	for _, a := range agents {
-		if trustsAny(a, oldCAs) {
-			oldLag = append(oldLag, Straggler{Kind: "agent", Name: a.ID, Replica: a.replica, Step: StepRemoveOldCA,
-				Reason: fmt.Sprintf("its bundle still holds %s", oldCAs.name)})
+// removeOldCA is step 3: no agent needs the old CA any more. It is safe once steps
+// 1 and 2 are done.
+func (j *judgement) removeOldCA(add, sw Step) Step {
+	for _, a := range j.agents {
+		if trustsAny(a, j.oldCAs) {
+			j.oldLag = append(j.oldLag, Straggler{Kind: "agent", Name: a.ID, Replica: a.replica, Step: StepRemoveOldCA,
+				Reason: fmt.Sprintf("its bundle still holds %s", j.oldCAs.name)})
 		}
 	}
-	step3 := Step{Name: StepRemoveOldCA, Safe: step1.Done && step2.Done, Done: step1.Done && step2.Done && len(oldLag) == 0}
+	s := Step{Name: StepRemoveOldCA, Safe: add.Done && sw.Done}
+	s.Done = s.Safe && len(j.oldLag) == 0
 	switch {
-	case !step3.Safe:
-		blockers := serveLag
-		if !step1.Done {
-			blockers = append(append(slices.Clone(replicaIssues), trustLag...), serveLag...)
+	case !s.Safe:
+		blockers := j.serveLag
+		if !add.Done {
+			blockers = append(j.trustBlockers(), j.serveLag...)
 		}
-		step3.Why = fmt.Sprintf("not safe to remove %s: %s", oldCAs.name, names(blockers))
-	case step3.Done:
-		step3.Why = fmt.Sprintf("no agent trusts %s any more %s", oldCAs.name, reportNote)
+		s.Why = fmt.Sprintf("not safe to remove %s: %s", j.oldCAs.name, names(blockers))
+	case s.Done:
+		s.Why = fmt.Sprintf("no agent trusts %s any more %s", j.oldCAs.name, j.reportNote)
 	default:
-		step3.Why = fmt.Sprintf("%d/%d agents still trust %s: %s", len(oldLag), c.Total, oldCAs.name, names(oldLag))
+		s.Why = fmt.Sprintf("%d/%d agents still trust %s: %s", len(j.oldLag), j.rep.Agents.Total, j.oldCAs.name, names(j.oldLag))
 	}
-	rep.Steps = []Step{step1, step2, step3}
+	return s
+}
 
+// summarize names the first step not done, its stragglers and, in one sentence,
+// where the rotation stands.
+func (j *judgement) summarize(add, sw, rm Step) {
+	rep := j.rep
 	rep.Stragglers = []Straggler{}
 	switch {
-	case !step1.Done:
+	case !add.Done:
 		rep.Next = StepAddNewCA
-		rep.Stragglers = append(append(rep.Stragglers, replicaIssues...), trustLag...)
-		rep.Summary = fmt.Sprintf("step 1 (%s) not done: %s", StepAddNewCA, step1.Why)
-	case !step2.Done:
+		rep.Stragglers = append(rep.Stragglers, j.trustBlockers()...)
+		rep.Summary = fmt.Sprintf("step 1 (%s) not done: %s", StepAddNewCA, add.Why)
+	case !sw.Done:
 		rep.Next = StepSwitchServerCert
-		rep.Stragglers = append(rep.Stragglers, serveLag...)
-		if serving == 0 {
-			rep.Summary = fmt.Sprintf("step 1 done: %s; safe to switch the server certificate", trustCount)
+		rep.Stragglers = append(rep.Stragglers, j.serveLag...)
+		if j.serving == 0 {
+			rep.Summary = fmt.Sprintf("step 1 done: %s; safe to switch the server certificate", j.trustCount)
 		} else {
-			rep.Summary = fmt.Sprintf("step 2 (%s) in progress: %s; %s", StepSwitchServerCert, serveCount, step3.Why)
+			rep.Summary = fmt.Sprintf("step 2 (%s) in progress: %s; %s", StepSwitchServerCert, j.serveCount, rm.Why)
 		}
-	case !step3.Done:
+	case !rm.Done:
 		rep.Next = StepRemoveOldCA
-		rep.Stragglers = append(rep.Stragglers, oldLag...)
-		rep.Summary = fmt.Sprintf("step 2 done: %s and %s; safe to remove %s", serveCount, trustCount, oldCAs.name)
+		rep.Stragglers = append(rep.Stragglers, j.oldLag...)
+		rep.Summary = fmt.Sprintf("step 2 done: %s and %s; safe to remove %s", j.serveCount, j.trustCount, j.oldCAs.name)
 	default:
-		rep.Summary = fmt.Sprintf("rotation complete: %s, %s, none trusts %s", serveCount, trustCount, oldCAs.name)
+		rep.Summary = fmt.Sprintf("rotation complete: %s, %s, none trusts %s", j.serveCount, j.trustCount, j.oldCAs.name)
 	}
 }
 
