@@ -21,6 +21,11 @@ type phase struct {
 	// safe phases must not fail a handshake or drop a stream the demo did not drop.
 	safe bool
 	run  func(ctx context.Context) error
+	// claim is what the summary says a safe phase showed beyond the invariants
+	// every safe phase holds ("" when nothing). run checks it and fails when it
+	// does not hold (that the botched certificate is never served, Run checks over
+	// the whole run).
+	claim string
 }
 
 // How phases move agents.
@@ -79,9 +84,12 @@ func (s *story) phases() []phase {
 		)
 	}
 	return append(ps,
-		phase{name: "botched rotation refused", moves: movesForcedAndDrain, safe: true, run: s.botched},
-		phase{name: "rotate JWT signing key", moves: movesForced, safe: true, run: s.rotateSigningKey},
-		phase{name: "graceful reconnect (drain)", moves: movesDrain, safe: true, run: s.gracefulReconnect},
+		phase{name: "botched rotation refused", moves: movesForcedAndDrain, safe: true, run: s.botched,
+			claim: "the botched certificate never served, one log line and one count for it"},
+		phase{name: "rotate JWT signing key", moves: movesForced, safe: true, run: s.rotateSigningKey,
+			claim: "tokens of the removed signing key refused by every replica"},
+		phase{name: "graceful reconnect (drain)", moves: movesDrain, safe: true, run: s.gracefulReconnect,
+			claim: "every agent moved by the graceful drain, none dropped"},
 	)
 }
 
