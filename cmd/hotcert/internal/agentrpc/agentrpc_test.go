@@ -21,15 +21,7 @@ func TestMessageRoundTrip(t *testing.T) {
 		{Type: TypeRegistered, Replica: "cp-1", Token: "a.b.c"},
 		{Type: TypeHeartbeatAck, Seq: 3, Token: "d.e.f"},
 	} {
-		wire, err := proto.Marshal(m.Proto())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var s structpb.Struct
-		if err := proto.Unmarshal(wire, &s); err != nil {
-			t.Fatal(err)
-		}
-		got, err := FromProto(&s)
+		got, err := FromProto(overTheWire(t, m))
 		if err != nil || got != m {
 			t.Fatalf("round trip of %+v: %+v, %v", m, got, err)
 		}
@@ -41,6 +33,20 @@ func TestMessageRoundTrip(t *testing.T) {
 	if _, err := FromProto(bad); err == nil {
 		t.Fatal("a bad seq decoded")
 	}
+}
+
+// overTheWire encodes m and decodes the bytes back, as the peer reads them.
+func overTheWire(t *testing.T, m Message) *structpb.Struct {
+	t.Helper()
+	wire, err := proto.Marshal(m.Proto())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := new(structpb.Struct)
+	if err := proto.Unmarshal(wire, s); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // Once gRPC has wrapped a handshake error into a status, only its text is left.

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/hotcert/hotcert"
@@ -21,15 +20,8 @@ func TestTrustReportIsBackwardCompatible(t *testing.T) {
 		Leaf:       &hotcert.CertificateSummary{SHA256: "cd", Serial: "0ABC", Subject: "CN=agent-1", Issuer: "CN=CA-2026", NotAfter: na},
 		PerConnect: true,
 	}}
-	wire, err := proto.Marshal(m.Proto())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s structpb.Struct
-	if err := proto.Unmarshal(wire, &s); err != nil {
-		t.Fatal(err)
-	}
-	got, err := FromProto(&s)
+	s := overTheWire(t, m)
+	got, err := FromProto(s)
 	if err != nil || !reflect.DeepEqual(got, m) {
 		t.Fatalf("round trip: %+v (trust %+v), %v", got, got.Trust, err)
 	}

@@ -1,7 +1,6 @@
 package controlplane_test
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -52,19 +51,13 @@ func TestDrainWindowMovesAgentsOntoTheRenewedCertificate(t *testing.T) {
 func TestCutUntrustedDisconnectsOnlyPeersWhoseCAWasRemoved(t *testing.T) {
 	serverCA, caA, caB := hotcerttest.MustNewCA(), hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
 	clientCAs := newCAVolume(t, caA, caB)
-	r := startReplica(t, "cp-0", serverCA.MustIssue(), func(c *controlplane.Config) {
-		src, err := file.New(file.WithCA(clientCAs.path()), file.WithRewatchInterval(50*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.ClientCA, c.CutUntrusted = src, true
-	})
+	r := startReplica(t, "cp-0", serverCA.MustIssue(), withClientCA(t, clientCAs, file.WithRewatchInterval(50*time.Millisecond)),
+		func(c *controlplane.Config) { c.CutUntrusted = true })
 	vol := newCAVolume(t, serverCA)
 	withCert := func(leaf *hotcerttest.Leaf) func(*agent.Config) {
-		id := hotcerttest.MustNewAtomicWriter(filepath.Join(t.TempDir(), leaf.Cert.Subject.CommonName))
-		id.MustWrite(map[string][]byte{"tls.crt": leaf.ChainPEM, "tls.key": leaf.KeyPEM})
+		id := newIdentity(t, leaf)
 		return func(c *agent.Config) {
-			c.CertFile, c.KeyFile = filepath.Join(id.Dir(), "tls.crt"), filepath.Join(id.Dir(), "tls.key")
+			id.use(c)
 			c.MinBackoff, c.MaxBackoff = time.Minute, time.Minute // a refused agent stays refused during the test
 		}
 	}
@@ -96,22 +89,15 @@ func TestCutUntrustedDisconnectsOnlyPeersWhoseCAWasRemoved(t *testing.T) {
 func TestAgentReconnectsToPresentItsRotatedCertificate(t *testing.T) {
 	serverCA, agentCA := hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
 	clientCAs := newCAVolume(t, agentCA)
-	r := startReplica(t, "cp-0", serverCA.MustIssue(), func(c *controlplane.Config) {
-		src, err := file.New(file.WithCA(clientCAs.path()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.ClientCA = src
-	})
-	id := hotcerttest.MustNewAtomicWriter(filepath.Join(t.TempDir(), "agent-tls"))
+	r := startReplica(t, "cp-0", serverCA.MustIssue(), withClientCA(t, clientCAs))
 	first := agentCA.MustIssue(hotcerttest.WithCommonName("agent-00"))
-	id.MustWrite(map[string][]byte{"tls.crt": first.ChainPEM, "tls.key": first.KeyPEM})
+	id := newIdentity(t, first)
 	agents := startAgents(t, 1, []*replica{r}, newCAVolume(t, serverCA), func(c *agent.Config) {
-		c.CertFile, c.KeyFile = filepath.Join(id.Dir(), "tls.crt"), filepath.Join(id.Dir(), "tls.key")
+		id.use(c)
 		c.ReconnectOnCertChange = 200 * time.Millisecond
 	})
 	second := agentCA.MustIssue(hotcerttest.WithCommonName("agent-00"))
-	id.MustWrite(map[string][]byte{"tls.crt": second.ChainPEM, "tls.key": second.KeyPEM})
+	id.set(second)
 	testutil.WaitFor(t, "the server to see the rotated client certificate", func() bool {
 		for _, a := range r.srv.Agents() {
 			return a.ClientSerial == hotcert.FormatSerial(second.Cert.SerialNumber)

@@ -3,17 +3,14 @@ package controlplane_test
 import (
 	"encoding/json"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 
 	"github.com/hotcert/hotcert"
-	"github.com/hotcert/hotcert/cmd/hotcert/internal/agent"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc/agentrpctest"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
 	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/internal/testutil"
-	"github.com/hotcert/hotcert/source/file"
 )
 
 // TestFleetViewCountsAgentsPerCA: each replica counts, per CA fingerprint, the
@@ -104,19 +101,9 @@ func TestFleetViewCountsAgentsPerCA(t *testing.T) {
 func TestFleetViewNamesTheAgentsClientCertificate(t *testing.T) {
 	serverCA, agentCA := hotcerttest.MustNewCA(), hotcerttest.MustNewCA(hotcerttest.WithCommonName("agents-2026"))
 	clientCAs := newCAVolume(t, agentCA)
-	r := startReplica(t, "cp-0", serverCA.MustIssue(), func(c *controlplane.Config) {
-		src, err := file.New(file.WithCA(clientCAs.path()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.ClientCA = src
-	})
-	id := hotcerttest.MustNewAtomicWriter(filepath.Join(t.TempDir(), "agent-tls"))
+	r := startReplica(t, "cp-0", serverCA.MustIssue(), withClientCA(t, clientCAs))
 	leaf := agentCA.MustIssue(hotcerttest.WithCommonName("agent-00"))
-	id.MustWrite(map[string][]byte{"tls.crt": leaf.ChainPEM, "tls.key": leaf.KeyPEM})
-	startAgents(t, 1, []*replica{r}, newCAVolume(t, serverCA), func(c *agent.Config) {
-		c.CertFile, c.KeyFile = filepath.Join(id.Dir(), "tls.crt"), filepath.Join(id.Dir(), "tls.key")
-	})
+	startAgents(t, 1, []*replica{r}, newCAVolume(t, serverCA), newIdentity(t, leaf).use)
 	f := r.srv.Fleet()
 	if len(f.AgentList) != 1 || f.AgentList[0].ClientCert == nil || f.AgentList[0].ClientCert.SHA256 != hotcert.FingerprintOf(leaf.Cert).String() ||
 		f.AgentList[0].ClientCert.Serial != hotcert.FormatSerial(leaf.Cert.SerialNumber) || f.AgentList[0].ClientCert.Issuer != agentCA.Cert.Subject.String() {

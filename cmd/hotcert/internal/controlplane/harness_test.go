@@ -140,6 +140,37 @@ func (v *caVolume) set(t *testing.T, bundle []byte) {
 	}
 }
 
+// withClientCA has the replica require client certificates that verify against
+// the bundle of v (mTLS), read by a file source with opts.
+func withClientCA(t *testing.T, v *caVolume, opts ...file.Option) func(*controlplane.Config) {
+	return func(c *controlplane.Config) {
+		src, err := file.New(append([]file.Option{file.WithCA(v.path())}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.ClientCA = src
+	}
+}
+
+// identity is an agent's tls.crt and tls.key volume (a cert-manager Secret).
+type identity struct{ *hotcerttest.AtomicWriter }
+
+func newIdentity(t *testing.T, leaf *hotcerttest.Leaf) *identity {
+	id := &identity{hotcerttest.MustNewAtomicWriter(filepath.Join(t.TempDir(), "agent-tls"))}
+	id.set(leaf)
+	return id
+}
+
+// set writes leaf as the agent's client certificate.
+func (id *identity) set(leaf *hotcerttest.Leaf) {
+	id.MustWrite(map[string][]byte{"tls.crt": leaf.ChainPEM, "tls.key": leaf.KeyPEM})
+}
+
+// use has the agent present the volume's certificate.
+func (id *identity) use(c *agent.Config) {
+	c.CertFile, c.KeyFile = filepath.Join(id.Dir(), "tls.crt"), filepath.Join(id.Dir(), "tls.key")
+}
+
 // startAgents starts n agents spread over the replicas. Half of them dial the
 // replica's IP address without a server name (no SNI: the certificate must carry
 // the IP SAN), half give the DNS name "localhost" (SNI sent).
@@ -147,37 +178,36 @@ func startAgents(t *testing.T, n int, replicas []*replica, ca *caVolume, mutate 
 	t.Helper()
 	agents := make([]*testAgent, 0, n)
 	for i := range n {
-		r := replicas[i%len(replicas)]
-		ta := &testAgent{replica: r, reg: prometheus.NewRegistry(), logs: &testutil.LogBuffer{}}
-		cfg := agent.Config{
-			ID:                fmt.Sprintf("agent-%02d", i),
-			Server:            r.addr,
-			CAFile:            ca.path(),
-			Logger:            slog.New(slog.NewTextHandler(ta.logs, nil)),
-			Registerer:        ta.reg,
-			HeartbeatInterval: 50 * time.Millisecond,
-			HeartbeatTimeout:  10 * time.Second, // -race on a busy machine: no spurious drops
-			ConnectTimeout:    10 * time.Second,
-			MinBackoff:        20 * time.Millisecond,
-			MaxBackoff:        200 * time.Millisecond,
-			ReconnectJitter:   20 * time.Millisecond,
-		}
+		cfg := agent.Config{ID: fmt.Sprintf("agent-%02d", i), CAFile: ca.path()}
 		if i%2 == 0 {
 			cfg.ServerName = "localhost"
 		}
-		for _, m := range mutate {
-			m(&cfg)
-		}
-		a, err := agent.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ta.Agent = a
-		runAgent(t, a)
-		agents = append(agents, ta)
+		agents = append(agents, startAgent(t, replicas[i%len(replicas)], cfg, mutate...))
 	}
 	waitConnected(t, agents)
 	return agents
+}
+
+// startAgent runs one agent of cfg on r, with the tests' logger, registry and
+// timings, then mutate applied.
+func startAgent(t *testing.T, r *replica, cfg agent.Config, mutate ...func(*agent.Config)) *testAgent {
+	t.Helper()
+	ta := &testAgent{replica: r, reg: prometheus.NewRegistry(), logs: &testutil.LogBuffer{}}
+	cfg.Server = r.addr
+	cfg.Logger, cfg.Registerer = slog.New(slog.NewTextHandler(ta.logs, nil)), ta.reg
+	cfg.HeartbeatInterval = 50 * time.Millisecond
+	cfg.HeartbeatTimeout, cfg.ConnectTimeout = 10*time.Second, 10*time.Second // -race on a busy machine: no spurious drops
+	cfg.MinBackoff, cfg.MaxBackoff, cfg.ReconnectJitter = 20*time.Millisecond, 200*time.Millisecond, 20*time.Millisecond
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	a, err := agent.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta.Agent = a
+	runAgent(t, a)
+	return ta
 }
 
 // runAgent runs a until the test ends.

@@ -3,7 +3,6 @@ package controlplane_test
 import (
 	"encoding/json"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
 	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/internal/testutil"
-	"github.com/hotcert/hotcert/source/file"
 )
 
 // mTLS: agents present client certificates re-read on every connection; an agent
@@ -21,21 +19,12 @@ import (
 func TestMutualTLSWithClientCertificateRotation(t *testing.T) {
 	serverCA, agentCA := hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
 	clientCAs := newCAVolume(t, agentCA)
-	r := startReplica(t, "cp-0", serverCA.MustIssue(), func(c *controlplane.Config) {
-		src, err := file.New(file.WithCA(clientCAs.path()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.ClientCA = src
-	})
+	r := startReplica(t, "cp-0", serverCA.MustIssue(), withClientCA(t, clientCAs))
 	vol := newCAVolume(t, serverCA)
 
-	id := hotcerttest.MustNewAtomicWriter(filepath.Join(t.TempDir(), "agent-tls"))
 	first := agentCA.MustIssue(hotcerttest.WithCommonName("agent-00"))
-	id.MustWrite(map[string][]byte{"tls.crt": first.ChainPEM, "tls.key": first.KeyPEM})
-	agents := startAgents(t, 1, []*replica{r}, vol, func(c *agent.Config) {
-		c.CertFile, c.KeyFile = filepath.Join(id.Dir(), "tls.crt"), filepath.Join(id.Dir(), "tls.key")
-	})
+	id := newIdentity(t, first)
+	agents := startAgents(t, 1, []*replica{r}, vol, id.use)
 	clientSerial := func() string {
 		for _, a := range r.srv.Agents() {
 			return a.ClientSerial
@@ -48,7 +37,7 @@ func TestMutualTLSWithClientCertificateRotation(t *testing.T) {
 
 	// The agent's certificate is renewed: the next connection presents the new one.
 	second := agentCA.MustIssue(hotcerttest.WithCommonName("agent-00"))
-	id.MustWrite(map[string][]byte{"tls.crt": second.ChainPEM, "tls.key": second.KeyPEM})
+	id.set(second)
 	reconnectAll(t, []*replica{r}, agents)
 	if got := clientSerial(); got != hotcert.FormatSerial(second.Cert.SerialNumber) {
 		t.Fatalf("after renewal the server saw client serial %q, want %s", got, hotcert.FormatSerial(second.Cert.SerialNumber))

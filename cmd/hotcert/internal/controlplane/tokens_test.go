@@ -2,7 +2,6 @@ package controlplane_test
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -322,23 +320,7 @@ func TestSigningKeyRotationRejectsNoAgent(t *testing.T) {
 // agentWithToken runs one agent presenting src to r.
 func agentWithToken(t *testing.T, r *replica, vol *caVolume, id string, src jwtkeys.TokenSource, mutate ...func(*agent.Config)) *testAgent {
 	t.Helper()
-	ta := &testAgent{replica: r, reg: prometheus.NewRegistry(), logs: &testutil.LogBuffer{}}
-	cfg := agent.Config{
-		ID: id, Server: r.addr, ServerName: "localhost", CAFile: vol.path(), Token: src,
-		Logger: slog.New(slog.NewTextHandler(ta.logs, nil)), Registerer: ta.reg,
-		HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 10 * time.Second, ConnectTimeout: 10 * time.Second,
-		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, ReconnectJitter: 20 * time.Millisecond,
-	}
-	for _, m := range mutate {
-		m(&cfg)
-	}
-	a, err := agent.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ta.Agent = a
-	runAgent(t, a)
-	return ta
+	return startAgent(t, r, agent.Config{ID: id, ServerName: "localhost", CAFile: vol.path(), Token: src}, mutate...)
 }
 
 // A token the agent holds that the replica refuses (its key was revoked while the
