@@ -1,7 +1,6 @@
 package hotcert_test
 
 import (
-	"crypto/x509"
 	"testing"
 
 	"github.com/hotcert/hotcert"
@@ -48,29 +47,5 @@ func TestSameIdentityAndTrust(t *testing.T) {
 		if got := tc.a.SameTrust(tc.b); got != tc.sameTrust {
 			t.Errorf("%s: SameTrust = %v", tc.name, got)
 		}
-	}
-}
-
-func TestVerifyChainUsesTheRestOfTheChainAsIntermediates(t *testing.T) {
-	root := hotcerttest.MustNewCA()
-	inter := root.MustNewIntermediate()
-	leaf := inter.MustIssue()
-	m, err := hotcert.Validate(identity(leaf))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := x509.VerifyOptions{Roots: hotcerttest.Pool(root), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	chains, err := hotcert.VerifyChain(m.Chain(), opts)
-	if err != nil || len(chains) != 1 || len(chains[0]) != 3 {
-		t.Fatalf("VerifyChain: %d chains, %v", len(chains), err)
-	}
-	if _, err := hotcert.VerifyChain(m.Chain()[:1], opts); err == nil {
-		t.Fatal("the leaf verified without its intermediate")
-	}
-	if opts.Intermediates != nil {
-		t.Fatal("VerifyChain changed the caller's options")
-	}
-	if _, err := hotcert.VerifyChain(nil, opts); err == nil {
-		t.Fatal("an empty chain verified")
 	}
 }

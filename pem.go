@@ -129,7 +129,7 @@ func ParsePrivateKey(in Input) (crypto.Signer, error) {
 		switch {
 		case isParameters(b.Type):
 			continue
-		case b.Type == "ENCRYPTED PRIVATE KEY", strings.HasSuffix(b.Type, "PRIVATE KEY") && b.Headers["Proc-Type"] != "":
+		case IsEncryptedKey(b):
 			return nil, newError(in.Name, ReasonParse, nil, "private key (PEM block %d) is encrypted; an unencrypted key is needed", i+1)
 		case b.Type == "PRIVATE KEY", b.Type == "RSA PRIVATE KEY", b.Type == "EC PRIVATE KEY":
 			key = b
@@ -158,6 +158,14 @@ func ParsePrivateKey(in Input) (crypto.Signer, error) {
 		return nil, newError(in.Name, ReasonParse, nil, "private key of type %T cannot sign", priv)
 	}
 	return signer, nil
+}
+
+// IsEncryptedKey reports whether b is an encrypted private key: a PKCS #8
+// "ENCRYPTED PRIVATE KEY" block, or a legacy OpenSSL key whose Proc-Type header
+// marks it encrypted. [ParsePrivateKey] refuses such a key; without its
+// passphrase nothing more can be checked about it.
+func IsEncryptedKey(b *pem.Block) bool {
+	return b.Type == "ENCRYPTED PRIVATE KEY" || strings.HasSuffix(b.Type, "PRIVATE KEY") && b.Headers["Proc-Type"] != ""
 }
 
 // parseKeyDER parses a private key block as crypto/tls does (PKCS #1, PKCS #8,

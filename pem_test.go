@@ -263,6 +263,27 @@ func TestDecodePEMKeepsParameterBlocks(t *testing.T) {
 	}
 }
 
+// TestIsEncryptedKey: the rule ParsePrivateKey refuses by, for a caller (the rollout
+// controller) that lets an encrypted key pass unchecked.
+func TestIsEncryptedKey(t *testing.T) {
+	legacy := map[string]string{"Proc-Type": "4,ENCRYPTED", "DEK-Info": "AES-128-CBC,00"}
+	for _, tc := range []struct {
+		b    *pem.Block
+		want bool
+	}{
+		{&pem.Block{Type: "ENCRYPTED PRIVATE KEY"}, true},
+		{&pem.Block{Type: "RSA PRIVATE KEY", Headers: legacy}, true},
+		{&pem.Block{Type: "EC PRIVATE KEY", Headers: legacy}, true},
+		{&pem.Block{Type: "PRIVATE KEY"}, false},
+		{&pem.Block{Type: "RSA PRIVATE KEY"}, false},
+		{&pem.Block{Type: "CERTIFICATE", Headers: legacy}, false},
+	} {
+		if got := hotcert.IsEncryptedKey(tc.b); got != tc.want {
+			t.Errorf("IsEncryptedKey(%s, %v) = %v", tc.b.Type, tc.b.Headers, got)
+		}
+	}
+}
+
 func must[T any](v T, err error) T {
 	if err != nil {
 		panic(err)

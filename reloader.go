@@ -77,8 +77,9 @@ func (r *Reloader) Current() *Material { return r.store.Current() }
 // Subscribe implements [Notifier]: fn runs after every swap, coalesced.
 func (r *Reloader) Subscribe(fn func(prev, next *Material)) func() { return r.store.Subscribe(fn) }
 
-// Store returns the Store the Reloader publishes to.
-func (r *Reloader) Store() *Store { return r.store }
+// NeedLeaderElection returns false: added to a leader-elected controller-runtime
+// manager (mgr.Add), a Reloader runs on every replica, since each serves its own TLS.
+func (r *Reloader) NeedLeaderElection() bool { return false }
 
 // Status returns the Reloader's current status.
 func (r *Reloader) Status() Status {

@@ -263,6 +263,20 @@ func TestReloaderCloseStopsEveryGoroutine(t *testing.T) {
 	testutil.WaitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
 }
 
+// A Reloader added to a leader-elected controller-runtime manager must run on every
+// replica: controller-runtime asks its Runnables this interface (declared here, as
+// the root module does not depend on controller-runtime).
+func TestReloaderRunsOnEveryReplica(t *testing.T) {
+	h := startReloader(t, identity(hotcerttest.MustNewCA().MustIssue()))
+	le, ok := any(h.r).(interface{ NeedLeaderElection() bool })
+	if !ok {
+		t.Fatal("Reloader does not say whether it needs leader election: a manager would run it on the leader only")
+	}
+	if le.NeedLeaderElection() {
+		t.Fatal("Reloader needs leader election: standby replicas would serve stale certificates")
+	}
+}
+
 func TestStoreSubscribeCoalesces(t *testing.T) {
 	ca := hotcerttest.MustNewCA()
 	mats := make([]*hotcert.Material, 50)

@@ -5,24 +5,6 @@ import (
 	"sync/atomic"
 )
 
-// Provider hands out the current Material. [Store] and [Reloader] implement it; the
-// tlsconfig and grpccreds packages depend only on this interface.
-type Provider interface {
-	// Current returns the Material in use. It never blocks and never allocates.
-	Current() *Material
-}
-
-// Notifier tells subscribers that the current Material changed.
-type Notifier interface {
-	// Subscribe calls fn(prev, next) after the current Material changes, on a
-	// goroutine of its own. Changes that happen while fn runs are coalesced: fn then
-	// sees the Material it last saw and the newest one. The first prev is the
-	// Material current when Subscribe was called: a change that races the
-	// subscription is delivered too. The returned function unsubscribes and waits
-	// for a running fn to return.
-	Subscribe(fn func(prev, next *Material)) (unsubscribe func())
-}
-
 // Store publishes the current Material behind an atomic pointer.
 type Store struct {
 	cur atomic.Pointer[Material]

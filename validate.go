@@ -7,6 +7,7 @@ import (
 	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -129,11 +130,7 @@ func Validate(c Content, opts ...ValidateOption) (*Material, error) {
 		}
 		return nil, newError(have.Name, ReasonIncomplete, nil, "has no matching %s", missing)
 	case !c.Cert.Present() && !c.CA.Present():
-		name := c.Source
-		if name == "" {
-			name = "content"
-		}
-		return nil, newError(name, ReasonIncomplete, nil, "holds neither a certificate nor a CA bundle")
+		return nil, newError(sourceName(c), ReasonIncomplete, nil, "holds neither a certificate nor a CA bundle")
 	case cfg.requireID && !c.Cert.Present():
 		return nil, newError(sourceName(c), ReasonIncomplete, nil, "holds no certificate and key, but an identity is required")
 	case cfg.requireTrust && !c.CA.Present():
@@ -261,6 +258,25 @@ func (m *Material) loadIdentity(c Content, cfg *validateConfig, now time.Time) e
 	return nil
 }
 
+// VerifyChain verifies chain[0] the way crypto/tls verifies a peer: the rest of the
+// chain serves as intermediates (added to a copy of opts.Intermediates, if any), and
+// every other setting (roots, time, name, key usages) comes from opts. It returns
+// the verified chains, as x509.Certificate.Verify does.
+func VerifyChain(chain []*x509.Certificate, opts x509.VerifyOptions) ([][]*x509.Certificate, error) {
+	if len(chain) == 0 {
+		return nil, errors.New("hotcert: no certificate to verify")
+	}
+	if opts.Intermediates == nil {
+		opts.Intermediates = x509.NewCertPool()
+	} else {
+		opts.Intermediates = opts.Intermediates.Clone()
+	}
+	for _, c := range chain[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	return chain[0].Verify(opts)
+}
+
 func checkKeyStrength(leaf *x509.Certificate, cfg *validateConfig) error {
 	switch k := leaf.PublicKey.(type) {
 	case *rsa.PublicKey:
@@ -278,14 +294,18 @@ func checkKeyStrength(leaf *x509.Certificate, cfg *validateConfig) error {
 	return nil
 }
 
-// describe names a certificate for an error message: subject CN (or full subject) and
-// serial. It never includes key material.
+// describe names a certificate for an error message: subject CN (or, without one,
+// the whole subject, which names its own attributes) and serial. It never includes
+// key material.
 func describe(c *x509.Certificate) string {
-	name := c.Subject.CommonName
-	if name == "" {
-		name = c.Subject.String()
+	name := "CN=" + c.Subject.CommonName
+	if c.Subject.CommonName == "" {
+		name = c.Subject.String() // e.g. "O=Acme", or "" for a SAN-only certificate
 	}
-	return fmt.Sprintf("CN=%s serial=%s", name, FormatSerial(c.SerialNumber))
+	if name == "" {
+		name = "empty subject"
+	}
+	return fmt.Sprintf("%s serial=%s", name, FormatSerial(c.SerialNumber))
 }
 
 func ekuName(u x509.ExtKeyUsage) string {

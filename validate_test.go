@@ -35,6 +35,9 @@ func TestValidate(t *testing.T) {
 	clientOnly := root.MustIssue(hotcerttest.WithExtKeyUsages(x509.ExtKeyUsageClientAuth))
 	weak := root.MustIssue(hotcerttest.WithKeyType(hotcerttest.RSA1024))
 	notCA := root.MustIssue(hotcerttest.WithCommonName("not a ca"))
+	expiredNoCN := root.MustIssue(hotcerttest.WithCommonName(""), hotcerttest.WithSubjectOrganization("Acme"),
+		hotcerttest.WithValidity(now.Add(-48*time.Hour), now.Add(-time.Hour)))
+	expiredNoSubject := root.MustIssue(hotcerttest.WithCommonName(""), hotcerttest.WithValidity(now.Add(-48*time.Hour), now.Add(-time.Hour)))
 	bundle := hotcerttest.BundlePEM(root, other)
 
 	mismatched := identity(leaf)
@@ -68,6 +71,8 @@ func TestValidate(t *testing.T) {
 		{name: "truncated key", content: truncatedKey, reason: hotcert.ReasonPEM, input: "/tls/tls.key", want: "truncated"},
 		{name: "key does not match", content: mismatched, reason: hotcert.ReasonKeyMismatch, input: "/tls/tls.key", want: "does not match"},
 		{name: "expired", content: identity(expired), reason: hotcert.ReasonExpired, input: "/tls/tls.crt", want: "expired at"},
+		{name: "expired, subject without CN", content: identity(expiredNoCN), reason: hotcert.ReasonExpired, want: "leaf certificate (O=Acme serial="},
+		{name: "expired, empty subject", content: identity(expiredNoSubject), reason: hotcert.ReasonExpired, want: "leaf certificate (empty subject serial="},
 		{name: "not yet valid", content: identity(future), reason: hotcert.ReasonNotYetValid, input: "/tls/tls.crt", want: "not valid before"},
 		{name: "empty certificate", content: func() hotcert.Content {
 			c := identity(leaf)
@@ -193,5 +198,29 @@ func TestNilMaterialIsEmpty(t *testing.T) {
 		m.Generation() != 0 || m.Source() != "" || !m.NotAfter().IsZero() || m.LeafFingerprint() != (hotcert.Fingerprint{}) ||
 		len(m.TrustFingerprints()) != 0 || len(m.Chain()) != 0 || !m.LoadedAt().IsZero() || m.ContentHash() != [32]byte{} {
 		t.Fatal("a nil Material is not empty")
+	}
+}
+
+func TestVerifyChainUsesTheRestOfTheChainAsIntermediates(t *testing.T) {
+	root := hotcerttest.MustNewCA()
+	inter := root.MustNewIntermediate()
+	leaf := inter.MustIssue()
+	m, err := hotcert.Validate(identity(leaf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := x509.VerifyOptions{Roots: hotcerttest.Pool(root), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	chains, err := hotcert.VerifyChain(m.Chain(), opts)
+	if err != nil || len(chains) != 1 || len(chains[0]) != 3 {
+		t.Fatalf("VerifyChain: %d chains, %v", len(chains), err)
+	}
+	if _, err := hotcert.VerifyChain(m.Chain()[:1], opts); err == nil {
+		t.Fatal("the leaf verified without its intermediate")
+	}
+	if opts.Intermediates != nil {
+		t.Fatal("VerifyChain changed the caller's options")
+	}
+	if _, err := hotcert.VerifyChain(nil, opts); err == nil {
+		t.Fatal("an empty chain verified")
 	}
 }

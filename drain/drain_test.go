@@ -28,16 +28,20 @@ import (
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// A test service without generated code: a unary Slow that sleeps for the given
-// duration and returns the served certificate's serial, and a server stream Watch
-// that sends the serial once and then holds until the connection drains.
+// A test service without generated code, served by a *fixture: a unary Slow that
+// says it started (fixture.slowStarted) and sleeps for the given duration, and a
+// server stream Watch that sends once and then holds until the connection drains.
 var desc = grpc.ServiceDesc{
 	ServiceName: "hotcert.test.Drain",
 	HandlerType: (*any)(nil),
-	Methods: []grpc.MethodDesc{{MethodName: "Slow", Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+	Methods: []grpc.MethodDesc{{MethodName: "Slow", Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 		d := new(durationpb.Duration)
 		if err := dec(d); err != nil {
 			return nil, err
+		}
+		select {
+		case srv.(*fixture).slowStarted <- struct{}{}:
+		default: // one is already buffered
 		}
 		time.Sleep(d.AsDuration())
 		return wrapperspb.String("ok"), nil
@@ -66,6 +70,9 @@ type fixture struct {
 	logs  *testutil.LogBuffer
 	conns atomic.Int64 // accepted handshakes
 	hs    *handshakes
+	// slowStarted receives when a Slow RPC is running on the server (once
+	// buffered: a test that waits for one call sees it).
+	slowStarted chan struct{}
 }
 
 // handshakes records when server handshakes completed.
@@ -108,7 +115,7 @@ func material(t testing.TB, l *hotcerttest.Leaf, bundle ...*hotcerttest.CA) *hot
 // the drain options to use.
 func newFixture(t testing.TB, m *hotcert.Material, policies func(*hotcert.Store) []drain.Option) *fixture {
 	t.Helper()
-	f := &fixture{store: hotcert.NewStore(m), logs: &testutil.LogBuffer{}, hs: &handshakes{}}
+	f := &fixture{store: hotcert.NewStore(m), logs: &testutil.LogBuffer{}, hs: &handshakes{}, slowStarted: make(chan struct{}, 1)}
 	opts := policies(f.store)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -118,7 +125,7 @@ func newFixture(t testing.TB, m *hotcert.Material, policies func(*hotcert.Store)
 	opts = append([]drain.Option{drain.WithLogger(slog.New(slog.NewTextHandler(f.logs, nil))), drain.WithComponent("agent_grpc")}, opts...)
 	f.srv = drain.NewServer(countingCreds{grpccreds.NewMTLSServer(f.store), &f.conns, f.hs}, func(o ...grpc.ServerOption) *grpc.Server {
 		s := grpc.NewServer(o...)
-		s.RegisterService(&desc, struct{}{})
+		s.RegisterService(&desc, f)
 		return s
 	}, opts...)
 	go f.srv.Serve(lis)
@@ -295,7 +302,11 @@ func TestTrustChangeCutsOnlyPeersNoLongerTrusted(t *testing.T) {
 	go func() {
 		inflight <- cut.cc.Invoke(ctx, "/hotcert.test.Drain/Slow", durationpb.New(500*time.Millisecond), new(wrapperspb.StringValue))
 	}()
-	time.Sleep(100 * time.Millisecond) // let the RPC start before the rotation
+	select { // the RPC runs on the server before the rotation
+	case <-f.slowStarted:
+	case err := <-inflight:
+		t.Fatalf("the RPC ended before it was seen running: %v", err)
+	}
 
 	f.store.Set(material(t, leaf, caB)) // caA removed from the client-CA bundle
 	if err := <-inflight; err != nil {

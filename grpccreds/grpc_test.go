@@ -24,6 +24,7 @@ import (
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/grpccreds"
 	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/source/file"
 	"github.com/hotcert/hotcert/tlsconfig"
 )
@@ -83,7 +84,7 @@ func (cp *controlPlane) rotate(t *testing.T, leaf *hotcerttest.Leaf, clientCAs .
 type agentCA struct {
 	w        *hotcerttest.AtomicWriter
 	reloader *hotcert.Reloader
-	logs     *lockedBuffer
+	logs     *testutil.LogBuffer
 }
 
 func newAgentCA(t *testing.T, cas ...*hotcerttest.CA) *agentCA {
@@ -95,7 +96,7 @@ func newAgentCA(t *testing.T, cas ...*hotcerttest.CA) *agentCA {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := &testutil.LogBuffer{}
 	r, err := hotcert.New(context.Background(), src, hotcert.WithSettle(0), hotcert.WithPollInterval(0),
 		hotcert.WithLogger(slog.New(slog.NewTextHandler(logs, nil))),
 		hotcert.WithLogMessages("", "", "agent TLS CA bundle reload failed"))
@@ -360,21 +361,4 @@ func hotcertMaterial(t testing.TB, leaf *hotcerttest.Leaf, cas ...*hotcerttest.C
 		t.Fatal(err)
 	}
 	return m
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -56,17 +56,17 @@ func CheckTLS(secretType corev1.SecretType, source string, data map[string][]byt
 	checkPair := func(certKey, keyKey string) {
 		cert, key := input(certKey), input(keyKey)
 		certs, keyBlock, err := splitPEM(cert)
-		if err == nil && len(keyBlock) > 0 && len(certs) == 0 {
+		if err == nil && keyBlock != nil && len(certs) == 0 {
 			err = fmt.Errorf("%s holds a private key, not a certificate", cert.Name)
 		}
 		if err == nil && certKey != keyKey {
 			_, keyBlock, err = splitPEM(key)
-			if err == nil && len(keyBlock) == 0 {
+			if err == nil && keyBlock == nil {
 				err = fmt.Errorf("%s holds no private key", key.Name)
 			}
 		}
 		if err == nil {
-			err = validatePair(hotcert.Input{Name: cert.Name, Data: certs}, hotcert.Input{Name: key.Name, Data: keyBlock}, now)
+			err = validatePair(hotcert.Input{Name: cert.Name, Data: certs}, hotcert.Input{Name: key.Name, Data: pem.EncodeToMemory(keyBlock)}, now)
 		}
 		if err != nil {
 			problems[certKey] = err
@@ -97,17 +97,20 @@ func CheckTLS(secretType corev1.SecretType, source string, data map[string][]byt
 		switch {
 		case err != nil:
 			problems[k] = err
-		case len(keyBlock) > 0 && len(certs) > 0:
+		case keyBlock != nil && len(certs) > 0:
 			checkPair(k, k) // a combined chain + key file
 			paired[k] = true
-		case len(keyBlock) > 0:
-			if err := parsePrivateKey(in.Name, keyBlock); err != nil {
+		case keyBlock != nil:
+			if hotcert.IsEncryptedKey(keyBlock) {
+				keyFiles = append(keyFiles, k) // cannot be checked without its passphrase
+			} else if _, err := hotcert.ParsePrivateKey(hotcert.Input{Name: in.Name, Data: pem.EncodeToMemory(keyBlock)}); err != nil {
 				problems[k] = err
 			} else {
 				keyFiles = append(keyFiles, k)
 			}
 		case len(certs) > 0:
-			if err := parseCertificates(hotcert.Input{Name: in.Name, Data: certs}); err != nil {
+			// Certificates need not be CAs here.
+			if _, err := hotcert.ParseCertificates(hotcert.Input{Name: in.Name, Data: certs}); err != nil {
 				problems[k] = err
 			} else {
 				certFiles = append(certFiles, k)
@@ -148,19 +151,11 @@ func validatePair(cert, key hotcert.Input, now time.Time) error {
 	return &NotYetValidError{NotBefore: validFrom, Err: err}
 }
 
-// parseCertificates checks that every block of in is a certificate that parses,
-// with hotcert.Validate's strict bundle parser (a truncated second block is an
-// error). Certificates need not be CAs here.
-func parseCertificates(in hotcert.Input) error {
-	_, err := hotcert.ParseCertificates(in)
-	return err
-}
-
-// splitPEM decodes every PEM block of in (hotcert's PEM grammar) and returns the
-// certificate blocks and the private key block re-encoded. It fails when a block
-// is malformed or truncated, when there is no block at all, or when there is more
-// than one private key.
-func splitPEM(in hotcert.Input) (certs, key []byte, err error) {
+// splitPEM decodes every PEM block of in (hotcert's PEM grammar) once and returns
+// the certificate blocks, re-encoded as the chain hotcert.Validate reads, and the
+// private key block. It fails when a block is malformed or truncated, when there
+// is no block at all, or when there is more than one private key.
+func splitPEM(in hotcert.Input) (certs []byte, key *pem.Block, err error) {
 	if len(bytes.TrimSpace(in.Data)) == 0 {
 		return nil, nil, fmt.Errorf("%s is empty", in.Name)
 	}
@@ -179,20 +174,10 @@ func splitPEM(in hotcert.Input) (certs, key []byte, err error) {
 			if key != nil {
 				return nil, nil, fmt.Errorf("%s holds more than one private key", in.Name)
 			}
-			key = pem.EncodeToMemory(b)
+			key = b
 		}
 	}
 	return certs, key, nil
-}
-
-// parsePrivateKey checks that keyPEM (one private key block) parses; an
-// encrypted key cannot be checked without its passphrase and passes.
-func parsePrivateKey(name string, keyPEM []byte) error {
-	if b, _ := pem.Decode(keyPEM); b != nil && (b.Type == "ENCRYPTED PRIVATE KEY" || b.Headers["Proc-Type"] != "") {
-		return nil
-	}
-	_, err := hotcert.ParsePrivateKey(hotcert.Input{Name: name, Data: keyPEM})
-	return err
 }
 
 // pairFor finds the certificate file that goes with private key file k.

@@ -55,6 +55,9 @@ func TestCheckTLS(t *testing.T) {
 		{"combined pem ok", "", map[string][]byte{"combined.pem": append(append([]byte{}, leaf.ChainPEM...), leaf.KeyPEM...)}, nil, ""},
 		{"broken lone key", "", map[string][]byte{"client.key": []byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")}, []string{"client.key"}, "does not parse"},
 		{"empty lone key", "", map[string][]byte{"client.key": nil}, []string{"client.key"}, "empty"},
+		{"encrypted lone key passes (no passphrase to check it with)", "", map[string][]byte{"client.key": []byte("-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n")}, nil, ""},
+		{"legacy encrypted lone key passes", "", map[string][]byte{"client.key": []byte("-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,00000000000000000000000000000000\n\nAAAA\n-----END RSA PRIVATE KEY-----\n")}, nil, ""},
+		{"encrypted key in a pair is refused", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": leaf.ChainPEM, "tls.key": []byte("-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n")}, []string{"tls.crt", "tls.key"}, "is encrypted"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

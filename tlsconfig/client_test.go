@@ -1,20 +1,19 @@
 package tlsconfig_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/source/file"
 	"github.com/hotcert/hotcert/tlsconfig"
 )
@@ -150,7 +149,7 @@ func TestReloadOnDial(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs testutil.LogBuffer
 	r, err := hotcert.New(context.Background(), src, hotcert.WithSettle(0), hotcert.WithPollInterval(0),
 		hotcert.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
 		hotcert.WithLogMessages("", "", "agent TLS CA bundle reload failed"))
@@ -196,21 +195,4 @@ func TestReloadOnDial(t *testing.T) {
 	if n := strings.Count(logs.String(), "agent TLS CA bundle reload failed"); n != 2 {
 		t.Fatalf("failure logged %d times over two clients' dials, want once per distinct bad content per episode (2):\n%s", n, logs.String())
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

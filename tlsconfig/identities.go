@@ -49,9 +49,7 @@ func HookIdentitiesServerConfig(base *tls.Config, ids []hotcert.Provider, opts .
 
 func hookIdentities(cfg *tls.Config, ids []hotcert.Provider, s *settings) {
 	tmpl := cfg.Clone()
-	tmpl.GetConfigForClient = nil
-	tmpl.GetCertificate = nil
-	tmpl.Certificates = nil
+	resetServerHooks(tmpl)
 	m := &identities{servers: make([]*server, 0, len(ids))}
 	for _, p := range ids {
 		if p == nil {
@@ -60,12 +58,9 @@ func hookIdentities(cfg *tls.Config, ids []hotcert.Provider, s *settings) {
 		// One server per identity: its own prepared-config cache and its own
 		// build (certificate, ClientCAs, resumption check), shared with
 		// ServerConfig. The template is only read, so they share it.
-		srv := &server{identity: p, trust: s.trust, tmpl: tmpl}
-		srv.cache.build = srv.build
-		m.servers = append(m.servers, srv)
+		m.servers = append(m.servers, newServer(p, s.trust, tmpl))
 	}
-	cfg.Certificates = nil
-	cfg.GetCertificate = nil
+	resetServerHooks(cfg)
 	cfg.GetConfigForClient = m.configForClient
 }
 

@@ -53,15 +53,20 @@ func HookServerConfig(base *tls.Config, p hotcert.Provider, opts ...Option) {
 
 func hookServer(cfg *tls.Config, p hotcert.Provider, s *settings) {
 	tmpl := cfg.Clone()
-	tmpl.GetConfigForClient = nil
-	tmpl.GetCertificate = nil
-	tmpl.Certificates = nil
-	srv := &server{identity: p, trust: s.trust, tmpl: tmpl}
-	srv.cache.build = srv.build
+	resetServerHooks(tmpl)
+	srv := newServer(p, s.trust, tmpl)
+	resetServerHooks(cfg)
+	cfg.GetConfigForClient = srv.configForClient
+}
 
+// resetServerHooks clears every field through which crypto/tls would find a
+// certificate other than the one hotcert prepares (as go-spiffe's resetAuthFields
+// does): the hooked config keeps only GetConfigForClient, and the template of the
+// prepared configs none of them.
+func resetServerHooks(cfg *tls.Config) {
 	cfg.Certificates = nil
 	cfg.GetCertificate = nil
-	cfg.GetConfigForClient = srv.configForClient
+	cfg.GetConfigForClient = nil
 }
 
 type server struct {
@@ -69,6 +74,14 @@ type server struct {
 	trust    hotcert.Provider // nil: the identity provider's bundle
 	tmpl     *tls.Config
 	cache    configCache
+}
+
+// newServer serves p's identity, trusting trust's bundle (nil: p's own), with
+// configs prepared from tmpl, which it only reads.
+func newServer(p, trust hotcert.Provider, tmpl *tls.Config) *server {
+	srv := &server{identity: p, trust: trust, tmpl: tmpl}
+	srv.cache.build = srv.build
+	return srv
 }
 
 func (s *server) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {

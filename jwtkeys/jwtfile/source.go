@@ -65,7 +65,7 @@ var _ jwtkeys.Source = (*Source)(nil)
 // reading and watching ([file.WithMaxSize], [file.WithRewatchInterval],
 // [file.WithLogger]). New does not read the files: jwtkeys.New does the first load
 // and fails fast on a missing or invalid file.
-func New(layout Layout, opts ...file.Option) (*Source, error) {
+func New(layout Layout, opts ...file.SetOption) (*Source, error) {
 	switch {
 	case layout.SigningKey != "" && layout.HMACSecrets != "":
 		return nil, errors.New("jwtfile: give a signing key or HMAC secrets, not both")

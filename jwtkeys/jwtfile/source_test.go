@@ -240,7 +240,7 @@ func TestReadErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	read := func(l jwtfile.Layout, opts ...file.Option) error {
+	read := func(l jwtfile.Layout, opts ...file.SetOption) error {
 		s, err := jwtfile.New(l, opts...)
 		if err != nil {
 			t.Fatal(err)
@@ -271,12 +271,11 @@ func TestReadErrors(t *testing.T) {
 	both.HMACSecrets = filepath.Join(dir, "x")
 	for name, c := range map[string]struct {
 		l    jwtfile.Layout
-		opts []file.Option
+		opts []file.SetOption
 	}{
-		"nothing":             {},
-		"key and HMAC":        {l: both},
-		"size cap of 0":       {l: jwtfile.Dir(dir), opts: []file.Option{file.WithMaxSize(0)}},
-		"a TLS file in a set": {l: jwtfile.Dir(dir), opts: []file.Option{file.WithCA("/ca.crt")}},
+		"nothing":       {},
+		"key and HMAC":  {l: both},
+		"size cap of 0": {l: jwtfile.Dir(dir), opts: []file.SetOption{file.WithMaxSize(0)}},
 	} {
 		if _, err := jwtfile.New(c.l, c.opts...); err == nil || !strings.HasPrefix(err.Error(), "jwtfile: ") {
 			t.Errorf("%s: New returned %v", name, err)

@@ -431,3 +431,17 @@ func TestNewRejectsIncompleteConfiguration(t *testing.T) {
 		}
 	}
 }
+
+// What a Source reads is not a SetOption, so file.NewSet(files, file.WithCA(p))
+// (or jwtfile.New(layout, file.WithCA(p))) does not compile.
+func TestOnlyReadingOptionsConfigureASet(t *testing.T) {
+	for name, o := range map[string]file.Option{
+		"WithKeyPair":          file.WithKeyPair("/c", "/k"),
+		"WithCredentialBundle": file.WithCredentialBundle("/b"),
+		"WithCA":               file.WithCA("/ca"),
+	} {
+		if _, ok := o.(file.SetOption); ok {
+			t.Errorf("%s is a SetOption: a Set would accept it and have nowhere to put it", name)
+		}
+	}
+}

@@ -36,22 +36,17 @@ type Set struct {
 	neverUpdated []string
 }
 
-// NewSet returns a Set of files. [WithMaxSize], [WithRewatchInterval] and
-// [WithLogger] apply; [WithKeyPair], [WithCredentialBundle] and [WithCA] configure a
-// Source, not a Set.
-func NewSet(files []File, opts ...Option) (*Set, error) {
-	c := defaults()
+// NewSet returns a Set of files, read and watched as opts say.
+func NewSet(files []File, opts ...SetOption) (*Set, error) {
+	c := defaultSetConfig()
 	for _, o := range opts {
-		o.apply(&c)
-	}
-	if c.certPath != "" || c.keyPath != "" || c.caPath != "" || c.bundlePath != "" {
-		return nil, errors.New("file: WithKeyPair, WithCredentialBundle and WithCA configure a Source, not a Set")
+		o.applySet(&c)
 	}
 	return newSet(files, c)
 }
 
-func defaults() config {
-	return config{
+func defaultSetConfig() setConfig {
+	return setConfig{
 		maxSize:   hotcert.DefaultMaxInputSize,
 		rewatch:   DefaultRewatchInterval,
 		logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -59,7 +54,7 @@ func defaults() config {
 	}
 }
 
-func newSet(files []File, c config) (*Set, error) {
+func newSet(files []File, c setConfig) (*Set, error) {
 	if c.maxSize <= 0 {
 		return nil, fmt.Errorf("file: size cap must be positive, got %d", c.maxSize)
 	}

@@ -22,9 +22,9 @@ var _ hotcert.Source = (*Source)(nil)
 // read the files: hotcert.New does the first load and fails fast on a missing or
 // invalid file.
 func New(opts ...Option) (*Source, error) {
-	c := defaults()
+	c := sourceConfig{setConfig: defaultSetConfig()}
 	for _, o := range opts {
-		o.apply(&c)
+		o.applySource(&c)
 	}
 	switch {
 	case (c.certPath == "") != (c.keyPath == ""):
@@ -34,7 +34,7 @@ func New(opts ...Option) (*Source, error) {
 	case c.certPath == "" && c.bundlePath == "" && c.caPath == "":
 		return nil, errors.New("file: nothing to read: give a key pair or a credential bundle, a CA bundle, or both")
 	}
-	set, err := newSet([]File{{Path: c.certPath}, {Path: c.keyPath}, {Path: c.caPath}, {Path: c.bundlePath}}, c)
+	set, err := newSet([]File{{Path: c.certPath}, {Path: c.keyPath}, {Path: c.caPath}, {Path: c.bundlePath}}, c.setConfig)
 	if err != nil {
 		return nil, err
 	}
