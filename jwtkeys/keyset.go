@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/hotcert/hotcert"
-	"github.com/hotcert/hotcert/internal/reload"
+	"github.com/hotcert/hotcert/reload"
 )
 
 // KeySet signs tokens with its current key and verifies tokens signed by any key

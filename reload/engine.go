@@ -1,9 +1,14 @@
-// Package reload is the engine behind every hotcert reloader: it re-reads a source on
-// change notifications, poll ticks and settle retries, deduplicates by content hash,
+// Package reload is the engine behind hotcert.Reloader and jwtkeys.KeySet; use it
+// for your own reloaded content. An [Engine] re-reads a [Source] on change
+// notifications, poll ticks and settle retries, deduplicates by content hash,
 // validates, publishes good content, and reports bad content once. It is generic over
 // the raw content C a source returns and the validated value T it publishes, so TLS
-// material (package hotcert) and JWT key sets (package jwtkeys) share one behaviour:
-// fast on atomic swaps, calm on non-atomic writers, keep-last-good, count once.
+// material and JWT key sets share one behaviour: fast on atomic swaps, calm on
+// non-atomic writers, keep-last-good, count once. [Settings] and [Target] are the
+// configuration every such reloader shares, set by hotcert's reload options
+// (hotcert.ReloadOption).
+//
+// The package uses the standard library only.
 package reload
 
 import (
@@ -15,7 +20,8 @@ import (
 	"time"
 )
 
-// Source reads raw content C and reports possible changes. See hotcert.Source.
+// Source reads raw content C and reports possible changes; hotcert.SourceOf is the
+// same contract, documented there.
 type Source[C any] interface {
 	Read(ctx context.Context) (C, error)
 	Watch(ctx context.Context, changed func()) error
@@ -61,7 +67,9 @@ const (
 	recheckSlack = time.Millisecond
 )
 
-// Engine runs a Spec over a Source.
+// Engine runs a Spec over a Source: [Engine.Initial] loads the first value,
+// [Engine.Run] follows the source, [Engine.Check] and [Engine.Trigger] re-read it
+// on demand.
 type Engine[C, T any] struct {
 	spec Spec[C, T]
 	src  Source[C]
@@ -140,9 +148,13 @@ func (e *Engine[C, T]) Trigger() {
 
 // Status is the engine's failure state.
 type Status struct {
-	LastError   error
+	// LastError is the last reported failure, nil once good content was seen
+	// after it.
+	LastError error
+	// LastErrorAt is when LastError was reported.
 	LastErrorAt time.Time
-	Failures    uint64
+	// Failures counts the failures reported since New.
+	Failures uint64
 }
 
 // Status returns the last reported failure (nil once good content was seen after it).
