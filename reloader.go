@@ -41,11 +41,12 @@ func New(ctx context.Context, src Source, opts ...Option) (*Reloader, error) {
 	}
 	r := &Reloader{cfg: cfg, src: src, store: NewStore(nil)}
 	r.engine = reload.New[Content, *Material](src, reload.Spec[Content, *Material]{
-		Hash:        Content.Hash,
-		Validate:    func(c Content) (*Material, error) { return Validate(c, cfg.validateOpts...) },
-		CurrentHash: func() [32]byte { return r.store.Current().ContentHash() },
-		Publish:     r.publish,
-		Failed:      r.failed,
+		Hash:         Content.Hash,
+		Validate:     func(c Content) (*Material, error) { return Validate(c, cfg.validateOpts...) },
+		CurrentHash:  func() [32]byte { return r.store.Current().ContentHash() },
+		Publish:      r.publish,
+		Failed:       r.failed,
+		ReadErrorKey: ReadErrorKey,
 		WatchFailed: func(err error, retryIn time.Duration) {
 			r.cfg.Logger.Warn("TLS source watch failed; relying on polling until it restarts",
 				append(r.logAttrs(), "source", src.String(), "error", err.Error(), "retry_in", retryIn.String())...)

@@ -41,6 +41,12 @@ type Spec[C, T any] struct {
 	Publish func(v T)
 	// Failed reports bad content once, after its settle window.
 	Failed func(err error)
+	// ReadErrorKey identifies a read error, which has no content to hash: reads
+	// failing with equal keys are one failure, reported once (a missing file once,
+	// not once per poll). Default: the error's message, so a source whose messages
+	// vary during one outage (a gRPC stream: "EOF", then "connection refused")
+	// needs a key that does not (hotcert.ReadErrorKey: the input and reason).
+	ReadErrorKey func(err error) string
 	// WatchFailed reports that the source's watch ended with an error; it is
 	// restarted after retryIn, and polling covers the gap.
 	WatchFailed func(err error, retryIn time.Duration)
@@ -107,6 +113,9 @@ const (
 func New[C, T any](src Source[C], spec Spec[C, T]) *Engine[C, T] {
 	if spec.Now == nil {
 		spec.Now = time.Now
+	}
+	if spec.ReadErrorKey == nil {
+		spec.ReadErrorKey = error.Error
 	}
 	return &Engine[C, T]{spec: spec, src: src, kick: make(chan struct{}, 1), closing: make(chan struct{}), stopped: make(chan struct{})}
 }
@@ -284,9 +293,9 @@ func (e *Engine[C, T]) check(ctx context.Context, why cause) error {
 	if err == nil {
 		key = e.spec.Hash(c)
 	} else {
-		// A read error has no content; its message identifies it so that the same
+		// A read error has no content; its key identifies it so that the same
 		// missing file is reported once, not once per poll.
-		key = sha256.Sum256([]byte("hotcert read error\x00" + err.Error()))
+		key = sha256.Sum256([]byte("hotcert read error\x00" + e.spec.ReadErrorKey(err)))
 	}
 	if err == nil && key == e.spec.CurrentHash() {
 		e.pendingAt, e.reported, e.lastErr = time.Time{}, false, nil
