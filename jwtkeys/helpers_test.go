@@ -42,7 +42,7 @@ type observer struct {
 	loads    int
 	keys     int
 	failures []error
-	verify   map[Reason]int
+	verify   map[RejectReason]int
 }
 
 func (o *observer) ObserveLoad(_ string, _ SetInfo, initial bool) {
@@ -67,11 +67,11 @@ func (o *observer) ObserveKeys(string, SetInfo) {
 	o.keys++
 }
 
-func (o *observer) ObserveVerify(_ string, r Reason) {
+func (o *observer) ObserveVerify(_ string, r RejectReason) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.verify == nil {
-		o.verify = map[Reason]int{}
+		o.verify = map[RejectReason]int{}
 	}
 	o.verify[r]++
 }
@@ -140,13 +140,13 @@ func (f *fixture) mustVerify(t *testing.T, tok string) *jwt.RegisteredClaims {
 	return c
 }
 
-func (f *fixture) mustReject(t *testing.T, tok string, want Reason) {
+func (f *fixture) mustReject(t *testing.T, tok string, want RejectReason) {
 	t.Helper()
 	_, err := f.ks.Verify(tok)
 	if err == nil {
 		t.Fatalf("token accepted, want rejection %q", want)
 	}
-	if got := ReasonOf(err); got != want {
+	if got := RejectReasonOf(err); got != want {
 		t.Fatalf("rejected with %q (%v), want %q", got, err, want)
 	}
 }

@@ -146,7 +146,7 @@ func WithJWKSMaxAge(d time.Duration) Option { return optionFunc(func(c *config) 
 
 type nopObserver struct{}
 
-func (nopObserver) ObserveLoad(string, SetInfo, bool) {}
-func (nopObserver) ObserveFailure(string, error)      {}
-func (nopObserver) ObserveKeys(string, SetInfo)       {}
-func (nopObserver) ObserveVerify(string, Reason)      {}
+func (nopObserver) ObserveLoad(string, SetInfo, bool)  {}
+func (nopObserver) ObserveFailure(string, error)       {}
+func (nopObserver) ObserveKeys(string, SetInfo)        {}
+func (nopObserver) ObserveVerify(string, RejectReason) {}

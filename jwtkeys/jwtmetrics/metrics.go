@@ -11,7 +11,7 @@
 //
 // The reload counters move once per distinct content change or distinct bad content,
 // never per poll or informer resync. The verification counter moves once per token
-// checked; its result is "ok" or a jwtkeys.Reason (expired, unknown_key, ...), so
+// checked; its result is "ok" or a jwtkeys.RejectReason (expired, unknown_key, ...), so
 // rejections during a rotation show up by cause. signing_key_info tells which key
 // each replica signs with while a rotation propagates.
 package jwtmetrics
@@ -124,7 +124,7 @@ func (r *Recorder) ObserveKeys(component string, info jwtkeys.SetInfo) {
 }
 
 // ObserveVerify implements jwtkeys.Observer.
-func (r *Recorder) ObserveVerify(component string, rejected jwtkeys.Reason) {
+func (r *Recorder) ObserveVerify(component string, rejected jwtkeys.RejectReason) {
 	result := "ok"
 	if rejected != "" {
 		result = string(rejected)

@@ -283,7 +283,7 @@ func (s *Server) handshakeFailed(remote net.Addr, reason string, err error) {
 	s.emit(Event{Kind: EventHandshakeFailed, Remote: addrString(remote), Reason: reason, Err: err})
 }
 
-// Reasons a token was refused, besides the jwtkeys.Reason values (expired,
+// Reasons a token was refused, besides the jwtkeys.RejectReason values (expired,
 // unknown_key, signature, ...).
 const (
 	// AuthReasonMissing: the stream carried no bearer token.
@@ -295,7 +295,7 @@ const (
 // tokenRejected counts and reports a stream or RPC whose token the interceptor
 // refused.
 func (s *Server) tokenRejected(ctx context.Context, _ string, err error) {
-	reason := string(jwtkeys.ReasonOf(err))
+	reason := string(jwtkeys.RejectReasonOf(err))
 	if reason == "" {
 		reason = AuthReasonMissing
 	}
