@@ -35,30 +35,17 @@ func (c *clock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// observer records a KeySet's observations.
+// observer records a KeySet's observations: testutil.Observer counts the loads
+// and failures (its ObserveFailure is jwtkeys.Observer's too), this one the rest.
 type observer struct {
-	mu       sync.Mutex
-	initial  int
-	loads    int
-	keys     int
-	failures []error
-	verify   map[RejectReason]int
+	testutil.Observer
+	mu     sync.Mutex
+	keys   int
+	verify map[RejectReason]int
 }
 
-func (o *observer) ObserveLoad(_ string, _ SetInfo, initial bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if initial {
-		o.initial++
-	} else {
-		o.loads++
-	}
-}
-
-func (o *observer) ObserveFailure(_ string, err error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.failures = append(o.failures, err)
+func (o *observer) ObserveLoad(component string, _ SetInfo, initial bool) {
+	o.Observer.ObserveLoad(component, nil, initial) // it counts, never reads the material
 }
 
 func (o *observer) ObserveKeys(string, SetInfo) {
@@ -79,7 +66,7 @@ func (o *observer) ObserveVerify(_ string, r RejectReason) {
 func (o *observer) counts() (loads, failures, keys int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.loads, len(o.failures), o.keys
+	return o.Loads(), len(o.Failures()), o.keys
 }
 
 // fixture is a KeySet over a MemorySource with a fake clock, logs and an observer.
