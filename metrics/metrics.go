@@ -18,6 +18,11 @@
 //
 // Counters move once per distinct content change or distinct bad content, because
 // the Reloader calls the Recorder only then: never per handshake, poll or resync.
+//
+// [NewDrain] counts the drains of package drain (its drain.Observer), named by the
+// same options. [NewNaming] and [NewReloads] are the pieces the Recorder and
+// jwtkeys/jwtmetrics are built from: the reload-outcome series of a reloader of
+// your own (one built on package reload), named like hotcert's.
 package metrics
 
 import (
