@@ -70,6 +70,20 @@ func ReasonOf(err error) Reason {
 	return ReasonRead
 }
 
+// ReadErrorKey identifies a failed read for a reloader's de-duplication
+// (reload.Spec.ReadErrorKey): the Input and Reason of the first [*Error] in err's
+// chain, or err's message for an error that carries none. Reads of one input that
+// fail for one reason are one failure, reported and counted once, however their
+// messages differ (a gRPC stream's "EOF", then "connection refused"); a new reason,
+// or another input, is a new failure.
+func ReadErrorKey(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return "input\x00" + e.Input + "\x00reason\x00" + string(e.Reason)
+	}
+	return "message\x00" + err.Error()
+}
+
 // ValidFrom returns when content that [Validate] refused with err becomes valid by
 // the clock alone: for a [ReasonNotYetValid] refusal, the earliest NotBefore of
 // its chain that is still in the future (once the clock passes it, the content is

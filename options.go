@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/hotcert/hotcert/internal/reload"
+	"github.com/hotcert/hotcert/reload"
 )
 
 // Defaults of a [Reloader] (and of a jwtkeys.KeySet, which shares them).
@@ -28,9 +28,10 @@ type Option interface{ applyReloader(*reloaderConfig) }
 // the JWT reloaders of a process alike.
 type ReloadOption interface {
 	Option
-	// ApplyReload sets the option on a reloader's shared settings. hotcert's
-	// reloaders call it; it cannot be implemented outside this module.
-	ApplyReload(reload.Target)
+	// ApplyReload sets the option on a reloader's shared settings (t's
+	// reload.Settings). Reloaders built on package reload call it, hotcert's and
+	// your own alike.
+	ApplyReload(t reload.Target)
 }
 
 type optionFunc func(*reloaderConfig)
@@ -42,39 +43,29 @@ type reloadOption func(*reload.Settings)
 
 func (f reloadOption) ApplyReload(t reload.Target) { f(t.ReloadSettings()) }
 
-func (f reloadOption) applyReloader(c *reloaderConfig) {
-	s := reload.Settings{Component: c.component, ComponentKey: c.componentKey, Logger: c.logger, LogAttrs: c.logAttrs,
-		Settle: c.settle, Poll: c.poll, InitialWait: c.initialWait}
-	f(&s)
-	c.component, c.componentKey, c.logger, c.logAttrs = s.Component, s.ComponentKey, s.Logger, s.LogAttrs
-	c.settle, c.poll, c.initialWait = s.Settle, s.Poll, s.InitialWait
-}
+func (f reloadOption) applyReloader(c *reloaderConfig) { f(&c.Settings) }
 
 type reloaderConfig struct {
-	component    string
-	componentKey string
-	logger       *slog.Logger
-	logAttrs     []any
-	msgLoaded    string
-	msgReloaded  string
-	msgFailed    string
-	observer     Observer
-	settle       time.Duration
-	poll         time.Duration
-	initialWait  time.Duration
-	validateOpts []ValidateOption
+	reload.Settings // component, logger, log attributes, settle, poll, initial wait
+	msgLoaded       string
+	msgReloaded     string
+	msgFailed       string
+	observer        Observer
+	validateOpts    []ValidateOption
 }
 
 func defaultReloaderConfig() reloaderConfig {
 	return reloaderConfig{
-		component:   "default",
-		logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Settings: reload.Settings{
+			Component: "default",
+			Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Settle:    DefaultSettle,
+			Poll:      DefaultPollInterval,
+		},
 		msgLoaded:   "TLS certificate loaded",
 		msgReloaded: "TLS certificate reloaded",
 		msgFailed:   "TLS certificate reload failed",
 		observer:    nopObserver{},
-		settle:      DefaultSettle,
-		poll:        DefaultPollInterval,
 	}
 }
 
@@ -85,6 +76,21 @@ func WithComponent(name string) ReloadOption {
 	return reloadOption(func(s *reload.Settings) {
 		if name != "" {
 			s.Component = name
+		}
+	})
+}
+
+// WithComponentLabel names the log attribute that carries the component (see
+// [WithComponent]) on every line of a reloader: loads, reloads, failures and watch
+// problems alike (default "component"). Give it the name of the metrics' component
+// label (metrics.WithComponentLabel), so that one name finds a component in logs
+// and metrics: "listener" gives listener=agent_grpc on every line and
+// hotcert_tls_reload_failures_total{listener="agent_grpc"}. An empty name keeps
+// the default.
+func WithComponentLabel(name string) ReloadOption {
+	return reloadOption(func(s *reload.Settings) {
+		if name != "" {
+			s.ComponentKey = name
 		}
 	})
 }

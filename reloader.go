@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hotcert/hotcert/internal/reload"
+	"github.com/hotcert/hotcert/reload"
 )
 
 // Reloader keeps a [Store] in step with a [Source]: it re-reads the source on every
@@ -41,31 +41,32 @@ func New(ctx context.Context, src Source, opts ...Option) (*Reloader, error) {
 	}
 	r := &Reloader{cfg: cfg, src: src, store: NewStore(nil)}
 	r.engine = reload.New[Content, *Material](src, reload.Spec[Content, *Material]{
-		Hash:        Content.Hash,
-		Validate:    func(c Content) (*Material, error) { return Validate(c, cfg.validateOpts...) },
-		CurrentHash: func() [32]byte { return r.store.Current().ContentHash() },
-		Publish:     r.publish,
-		Failed:      r.failed,
+		Hash:         Content.Hash,
+		Validate:     func(c Content) (*Material, error) { return Validate(c, cfg.validateOpts...) },
+		CurrentHash:  func() [32]byte { return r.store.Current().ContentHash() },
+		Publish:      r.publish,
+		Failed:       r.failed,
+		ReadErrorKey: ReadErrorKey,
 		WatchFailed: func(err error, retryIn time.Duration) {
-			r.cfg.logger.Warn("TLS source watch failed; relying on polling until it restarts",
+			r.cfg.Logger.Warn("TLS source watch failed; relying on polling until it restarts",
 				append(r.logAttrs(), "source", src.String(), "error", err.Error(), "retry_in", retryIn.String())...)
 		},
-		Settle:  cfg.settle,
-		Poll:    cfg.poll,
+		Settle:  cfg.Settle,
+		Poll:    cfg.Poll,
 		ValidAt: ValidFrom,
 		Now:     validationClock(cfg.validateOpts),
 	})
-	m, err := r.engine.Initial(ctx, cfg.initialWait)
+	m, err := r.engine.Initial(ctx, cfg.InitialWait)
 	if err != nil {
 		return nil, fmt.Errorf("hotcert: initial load from %s: %w", src, err)
 	}
 	m = m.withGeneration(1)
 	r.store.Set(m)
-	r.cfg.logger.Info(r.cfg.msgLoaded, r.materialAttrs(m)...)
-	r.cfg.observer.ObserveLoad(r.cfg.component, m, true)
+	r.cfg.Logger.Info(r.cfg.msgLoaded, r.materialAttrs(m)...)
+	r.cfg.observer.ObserveLoad(r.cfg.Component, m, true)
 	if o, ok := r.cfg.observer.(NeverUpdatedObserver); ok {
 		if files, ok := neverUpdated(src); ok {
-			o.ObserveNeverUpdated(r.cfg.component, files)
+			o.ObserveNeverUpdated(r.cfg.Component, files)
 		}
 	}
 	return r, nil
@@ -119,8 +120,8 @@ func (r *Reloader) Close() error {
 func (r *Reloader) publish(m *Material) {
 	m = m.withGeneration(r.store.Current().Generation() + 1)
 	r.store.Set(m)
-	r.cfg.logger.Info(r.cfg.msgReloaded, r.materialAttrs(m)...)
-	r.cfg.observer.ObserveLoad(r.cfg.component, m, false)
+	r.cfg.Logger.Info(r.cfg.msgReloaded, r.materialAttrs(m)...)
+	r.cfg.observer.ObserveLoad(r.cfg.Component, m, false)
 }
 
 func (r *Reloader) failed(err error) {
@@ -129,9 +130,12 @@ func (r *Reloader) failed(err error) {
 		// Not a final refusal: say when the content is looked at again.
 		a = append(a, "recheck_at", at.UTC().Format(time.RFC3339))
 	}
-	r.cfg.logger.Error(r.cfg.msgFailed, a...)
-	r.cfg.observer.ObserveFailure(r.cfg.component, err)
+	r.cfg.Logger.Error(r.cfg.msgFailed, a...)
+	r.cfg.observer.ObserveFailure(r.cfg.Component, err)
 }
+
+// logAttrs are the attributes every line of r starts with.
+func (r *Reloader) logAttrs() []any { return r.cfg.Attrs() }
 
 // materialAttrs describes m for a log line: identifying, public data only.
 func (r *Reloader) materialAttrs(m *Material) []any {

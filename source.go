@@ -17,7 +17,10 @@ type Source = SourceOf[Content]
 // (jwtkeys.Source).
 type SourceOf[C any] interface {
 	// Read returns the current content. It may be called concurrently with Watch.
-	// Errors should be [*Error] values naming the input.
+	// Errors should be [*Error] values naming the input: the reloader reports a
+	// failing read once per input and reason ([ReadErrorKey]), so the messages of
+	// one outage may vary from read to read. An error that is not an [*Error] is
+	// identified by its message.
 	Read(ctx context.Context) (C, error)
 	// Watch blocks until ctx is done, calling changed whenever the content may have
 	// changed. Spurious calls are fine (the reloader deduplicates by content hash);

@@ -202,12 +202,12 @@ func TestIdentityChangeMovesEveryStreamOntoTheNewCertificate(t *testing.T) {
 	ca := hotcerttest.MustNewCA()
 	first, second := ca.MustIssue(), ca.MustIssue()
 	reg := prometheus.NewPedanticRegistry()
-	m, err := drain.NewMetrics(reg)
+	m, err := metrics.NewDrain(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := newFixture(t, material(t, first, ca), func(s *hotcert.Store) []drain.Option {
-		return []drain.Option{drain.WithIdentityDrain(s, 300*time.Millisecond), drain.WithGrace(5 * time.Second), drain.WithMetrics(m)}
+		return []drain.Option{drain.WithIdentityDrain(s, 300*time.Millisecond), drain.WithGrace(5 * time.Second), drain.WithObserver(m)}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -279,12 +279,12 @@ func TestTrustChangeCutsOnlyPeersNoLongerTrusted(t *testing.T) {
 	// A product's own names: one prefix and label name for every series, and the
 	// label's name as the component key of the log lines.
 	reg := prometheus.NewPedanticRegistry()
-	m, err := drain.NewMetrics(reg, metrics.WithPrefix("dexaflow"), metrics.WithComponentLabel("listener"))
+	m, err := metrics.NewDrain(reg, metrics.WithPrefix("dexaflow"), metrics.WithComponentLabel("listener"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := newFixture(t, material(t, leaf, caA, caB), func(s *hotcert.Store) []drain.Option {
-		return []drain.Option{drain.WithTrustCut(s), drain.WithGrace(10 * time.Second), drain.WithMetrics(m)}
+		return []drain.Option{drain.WithTrustCut(s), drain.WithGrace(10 * time.Second), drain.WithObserver(m), drain.WithComponentLabel("listener")}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -50,7 +50,8 @@ const h2IdleClose = time.Second
 type httpConnKey struct{}
 
 // NewHTTPServer returns the policies given by opts (WithIdentityDrain, WithTrustCut,
-// WithGrace, WithLogger, WithMetrics, WithComponent) for a net/http server.
+// WithGrace, WithLogger, WithObserver, WithComponent, WithComponentLabel) for a
+// net/http server.
 func NewHTTPServer(opts ...Option) *HTTPServer {
 	cfg := defaultConfig()
 	for _, o := range opts {

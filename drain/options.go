@@ -32,15 +32,18 @@ type config struct {
 	trust     Provider
 	grace     time.Duration
 	logger    *slog.Logger
-	metrics   *Metrics
+	observer  Observer
 	component string
+	logKey    string // the log attribute that carries component
 }
 
 func defaultConfig() config {
 	return config{
 		grace:     DefaultGrace,
 		logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		observer:  nopObserver{},
 		component: "default",
+		logKey:    "component",
 	}
 }
 
@@ -71,8 +74,27 @@ func WithLogger(l *slog.Logger) Option {
 	})
 }
 
-// WithMetrics reports drains to m.
-func WithMetrics(m *Metrics) Option { return optionFunc(func(c *config) { c.metrics = m }) }
+// WithObserver reports drains to o (metrics.NewDrain counts them in Prometheus).
+func WithObserver(o Observer) Option {
+	return optionFunc(func(c *config) {
+		if o != nil {
+			c.observer = o
+		}
+	})
+}
 
 // WithComponent names the server in logs and metric labels (default "default").
 func WithComponent(name string) Option { return optionFunc(func(c *config) { c.component = name }) }
+
+// WithComponentLabel names the log attribute that carries the component on the
+// drain log lines (default "component"), as hotcert.WithComponentLabel does for a
+// reloader's: give both the name of the metrics' component label
+// (metrics.WithComponentLabel), so that one name finds a component in logs and
+// metrics. An empty name keeps the default.
+func WithComponentLabel(name string) Option {
+	return optionFunc(func(c *config) {
+		if name != "" {
+			c.logKey = name
+		}
+	})
+}

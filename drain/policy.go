@@ -62,14 +62,14 @@ func (p *policy) identityChanged(prev, next *hotcert.Material) {
 	if len(old) == 0 {
 		return
 	}
-	p.cfg.metrics.drainStarted(p.cfg.component)
+	p.cfg.observer.ObserveDrainStarted(p.cfg.component)
 	p.cfg.logger.Info("draining connections onto the new certificate",
-		p.cfg.metrics.logKey(), p.cfg.component, "connections", len(old), "window", p.cfg.window.String(),
+		p.cfg.logKey, p.cfg.component, "connections", len(old), "window", p.cfg.window.String(),
 		"serial", hotcert.FormatSerial(next.Leaf().SerialNumber), "sha256", next.LeafFingerprint().String())
 	for _, t := range old {
 		p.after(time.Duration(rand.Float64()*float64(p.cfg.window)), func() {
 			if p.drain(t, false) {
-				p.cfg.metrics.connDrained(p.cfg.component, "identity")
+				p.cfg.observer.ObserveDrained(p.cfg.component, "identity")
 			}
 		})
 	}
@@ -92,9 +92,10 @@ func (p *policy) trustChanged(_, next *hotcert.Material) {
 		if err == nil || !p.drain(t, true) {
 			continue
 		}
-		p.cfg.metrics.cut(p.cfg.component)
+		p.cfg.observer.ObserveDrained(p.cfg.component, "trust")
+		p.cfg.observer.ObserveCut(p.cfg.component)
 		p.cfg.logger.Warn("closing connection: peer certificate no longer trusted",
-			p.cfg.metrics.logKey(), p.cfg.component, "remote", t.RemoteAddr().String(),
+			p.cfg.logKey, p.cfg.component, "remote", t.RemoteAddr().String(),
 			"peer_subject", peer[0].Subject.String(), "peer_serial", hotcert.FormatSerial(peer[0].SerialNumber),
 			"reason", err.Error())
 	}

@@ -39,7 +39,7 @@ func Example() {
 		fmt.Println(k.Algorithm, k.State)
 	}
 	_, err = ks.Verify("eyJhbGciOiJub25lIn0.e30.")
-	fmt.Println(jwtkeys.ReasonOf(err))
+	fmt.Println(jwtkeys.RejectReasonOf(err))
 	// Output:
 	// agent-1 <nil>
 	// agent-2 <nil>

@@ -75,7 +75,7 @@ func fuzzKeySets(tb testing.TB) (asym, sym *KeySet, ec *ecdsa.PrivateKey) {
 	return asym, sym, ec
 }
 
-var knownReasons = map[Reason]bool{
+var knownReasons = map[RejectReason]bool{
 	ReasonMalformed: true, ReasonUnknownKey: true, ReasonKeyRetired: true, ReasonAlgorithm: true,
 	ReasonSignature: true, ReasonExpired: true, ReasonNotYetValid: true, ReasonClaims: true,
 }

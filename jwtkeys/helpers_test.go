@@ -35,30 +35,17 @@ func (c *clock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// observer records a KeySet's observations.
+// observer records a KeySet's observations: testutil.Observer counts the loads
+// and failures (its ObserveFailure is jwtkeys.Observer's too), this one the rest.
 type observer struct {
-	mu       sync.Mutex
-	initial  int
-	loads    int
-	keys     int
-	failures []error
-	verify   map[Reason]int
+	testutil.Observer
+	mu     sync.Mutex
+	keys   int
+	verify map[RejectReason]int
 }
 
-func (o *observer) ObserveLoad(_ string, _ SetInfo, initial bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if initial {
-		o.initial++
-	} else {
-		o.loads++
-	}
-}
-
-func (o *observer) ObserveFailure(_ string, err error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.failures = append(o.failures, err)
+func (o *observer) ObserveLoad(component string, _ SetInfo, initial bool) {
+	o.Observer.ObserveLoad(component, nil, initial) // it counts, never reads the material
 }
 
 func (o *observer) ObserveKeys(string, SetInfo) {
@@ -67,11 +54,11 @@ func (o *observer) ObserveKeys(string, SetInfo) {
 	o.keys++
 }
 
-func (o *observer) ObserveVerify(_ string, r Reason) {
+func (o *observer) ObserveVerify(_ string, r RejectReason) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.verify == nil {
-		o.verify = map[Reason]int{}
+		o.verify = map[RejectReason]int{}
 	}
 	o.verify[r]++
 }
@@ -79,7 +66,7 @@ func (o *observer) ObserveVerify(_ string, r Reason) {
 func (o *observer) counts() (loads, failures, keys int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.loads, len(o.failures), o.keys
+	return o.Loads(), len(o.Failures()), o.keys
 }
 
 // fixture is a KeySet over a MemorySource with a fake clock, logs and an observer.
@@ -140,13 +127,13 @@ func (f *fixture) mustVerify(t *testing.T, tok string) *jwt.RegisteredClaims {
 	return c
 }
 
-func (f *fixture) mustReject(t *testing.T, tok string, want Reason) {
+func (f *fixture) mustReject(t *testing.T, tok string, want RejectReason) {
 	t.Helper()
 	_, err := f.ks.Verify(tok)
 	if err == nil {
 		t.Fatalf("token accepted, want rejection %q", want)
 	}
-	if got := ReasonOf(err); got != want {
+	if got := RejectReasonOf(err); got != want {
 		t.Fatalf("rejected with %q (%v), want %q", got, err, want)
 	}
 }

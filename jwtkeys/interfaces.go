@@ -56,6 +56,6 @@ type Observer interface {
 	// when a retired key leaves its grace period.
 	ObserveKeys(component string, info SetInfo)
 	// ObserveVerify is called once per verified token with "" (accepted) or the
-	// Reason it was rejected for. It must be cheap: it runs on the request path.
-	ObserveVerify(component string, rejected Reason)
+	// RejectReason it was rejected for. It must be cheap: it runs on the request path.
+	ObserveVerify(component string, rejected RejectReason)
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/hotcert/hotcert"
-	"github.com/hotcert/hotcert/internal/reload"
+	"github.com/hotcert/hotcert/reload"
 )
 
 // KeySet signs tokens with its current key and verifies tokens signed by any key
@@ -52,11 +52,12 @@ func New(ctx context.Context, src Source, opts ...Option) (*KeySet, error) {
 	}
 	ks := &KeySet{cfg: cfg, src: src, changed: make(chan struct{}, 1)}
 	ks.engine = reload.New[Content, *Material](src, reload.Spec[Content, *Material]{
-		Hash:        Content.Hash,
-		Validate:    Validate,
-		CurrentHash: func() [32]byte { return ks.cur.Load().mat.hash },
-		Publish:     ks.publish,
-		Failed:      ks.failed,
+		Hash:         Content.Hash,
+		Validate:     Validate,
+		CurrentHash:  func() [32]byte { return ks.cur.Load().mat.hash },
+		Publish:      ks.publish,
+		Failed:       ks.failed,
+		ReadErrorKey: hotcert.ReadErrorKey,
 		WatchFailed: func(err error, retryIn time.Duration) {
 			cfg.reload.Logger.Warn("JWT key source watch failed; relying on polling until it restarts",
 				append(ks.attrs(), "source", src.String(), "error", err.Error(), "retry_in", retryIn.String())...)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hotcert/hotcert"
-	"github.com/hotcert/hotcert/internal/reload"
+	"github.com/hotcert/hotcert/reload"
 )
 
 // Defaults of a KeySet.
@@ -34,14 +34,20 @@ const (
 // same meaning as for a hotcert.Reloader; its settle and poll defaults are
 // hotcert.DefaultSettle and hotcert.DefaultPollInterval.
 type Option interface {
-	// ApplyReload configures a KeySet; it cannot be implemented outside this module.
-	ApplyReload(reload.Target)
+	// ApplyReload sets the option on t, a KeySet's configuration. Its exported
+	// name and public parameter are what let hotcert.ReloadOption be an Option too.
+	ApplyReload(t reload.Target)
 }
 
 type optionFunc func(*config)
 
-// ApplyReload implements [Option].
-func (f optionFunc) ApplyReload(t reload.Target) { f(t.(*config)) }
+// ApplyReload implements [Option]. A target that is not a KeySet's configuration
+// (another reloader's) is left alone.
+func (f optionFunc) ApplyReload(t reload.Target) {
+	if c, ok := t.(*config); ok {
+		f(c)
+	}
+}
 
 type config struct {
 	grace      time.Duration // 0: maxTTL + skew + DefaultPropagation
@@ -140,7 +146,7 @@ func WithJWKSMaxAge(d time.Duration) Option { return optionFunc(func(c *config) 
 
 type nopObserver struct{}
 
-func (nopObserver) ObserveLoad(string, SetInfo, bool) {}
-func (nopObserver) ObserveFailure(string, error)      {}
-func (nopObserver) ObserveKeys(string, SetInfo)       {}
-func (nopObserver) ObserveVerify(string, Reason)      {}
+func (nopObserver) ObserveLoad(string, SetInfo, bool)  {}
+func (nopObserver) ObserveFailure(string, error)       {}
+func (nopObserver) ObserveKeys(string, SetInfo)        {}
+func (nopObserver) ObserveVerify(string, RejectReason) {}

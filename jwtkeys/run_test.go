@@ -46,7 +46,7 @@ func TestFollowsSourceAndExpires(t *testing.T) {
 	src.Set(signing(b))
 	testutil.WaitFor(t, "rotation", func() bool { return ks.SigningKeyID() == b.kid })
 	testutil.WaitFor(t, "rotation line", func() bool { return logs.Count("JWT signing key rotated") == 1 })
-	if _, err := ks.Verify(tok); err != nil && ReasonOf(err) != ReasonExpired {
+	if _, err := ks.Verify(tok); err != nil && RejectReasonOf(err) != ReasonExpired {
 		t.Fatalf("in-flight token rejected right after the rotation: %v", err)
 	}
 	if len(ks.Info().Keys) != 2 {
@@ -58,7 +58,7 @@ func TestFollowsSourceAndExpires(t *testing.T) {
 	}
 	testutil.WaitFor(t, "key observation", func() bool { _, _, keys := obs.counts(); return keys == 1 })
 	// The expiry loop pruned the key: its token is refused as retired, not unknown.
-	if _, err := ks.Verify(tok); ReasonOf(err) != ReasonKeyRetired {
+	if _, err := ks.Verify(tok); RejectReasonOf(err) != ReasonKeyRetired {
 		t.Fatalf("token of the pruned key: %v, want %s", err, ReasonKeyRetired)
 	}
 	src.Set(signing(b)) // same content: nothing happens

@@ -9,20 +9,20 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// Reason classifies why a token was rejected. It is stable and safe to use as a
+// RejectReason classifies why a token was rejected. It is stable and safe to use as a
 // metric label.
-type Reason string
+type RejectReason string
 
 // Reasons returned in [VerifyError.Reason].
 const (
-	ReasonMalformed   Reason = "malformed"     // not a compact JWS with JSON header and claims, too large, or unsupported header
-	ReasonUnknownKey  Reason = "unknown_key"   // no kid, or a kid the set does not hold (never held, or removed)
-	ReasonKeyRetired  Reason = "key_retired"   // signed by a retired key whose grace period has ended
-	ReasonAlgorithm   Reason = "algorithm"     // the alg header is not the algorithm pinned to the key (or "none")
-	ReasonSignature   Reason = "signature"     // the signature does not verify: tampered, or signed by another key
-	ReasonExpired     Reason = "expired"       // exp is past (beyond the clock skew)
-	ReasonNotYetValid Reason = "not_yet_valid" // nbf or iat is in the future (beyond the clock skew)
-	ReasonClaims      Reason = "claims"        // exp missing, or wrong issuer or audience
+	ReasonMalformed   RejectReason = "malformed"     // not a compact JWS with JSON header and claims, too large, or unsupported header
+	ReasonUnknownKey  RejectReason = "unknown_key"   // no kid, or a kid the set does not hold (never held, or removed)
+	ReasonKeyRetired  RejectReason = "key_retired"   // signed by a retired key whose grace period has ended
+	ReasonAlgorithm   RejectReason = "algorithm"     // the alg header is not the algorithm pinned to the key (or "none")
+	ReasonSignature   RejectReason = "signature"     // the signature does not verify: tampered, or signed by another key
+	ReasonExpired     RejectReason = "expired"       // exp is past (beyond the clock skew)
+	ReasonNotYetValid RejectReason = "not_yet_valid" // nbf or iat is in the future (beyond the clock skew)
+	ReasonClaims      RejectReason = "claims"        // exp missing, or wrong issuer or audience
 )
 
 // MaxTokenSize caps the tokens Verify looks at (bytes). Real tokens are a few hundred.
@@ -31,7 +31,7 @@ const MaxTokenSize = 16 << 10
 // VerifyError is returned for a rejected token. Its message names the reason and,
 // when known, the kid; it never contains the token or its signature.
 type VerifyError struct {
-	Reason Reason
+	Reason RejectReason
 	// KeyID is the token's kid, if it had one.
 	KeyID string
 	Err   error
@@ -51,8 +51,11 @@ func (e *VerifyError) Error() string {
 // Unwrap returns the underlying error.
 func (e *VerifyError) Unwrap() error { return e.Err }
 
-// ReasonOf returns the Reason of the first *VerifyError in err's chain, or "".
-func ReasonOf(err error) Reason {
+// RejectReasonOf returns why a token was rejected: the Reason of the first
+// *VerifyError in err's chain, or "" for an error that is not a rejection (nil
+// included). It is not hotcert.ReasonOf, which classifies why content failed to
+// load.
+func RejectReasonOf(err error) RejectReason {
 	var ve *VerifyError
 	if errors.As(err, &ve) {
 		return ve.Reason
@@ -85,7 +88,7 @@ func (ks *KeySet) VerifyClaims(token string, claims jwt.Claims) (keyID string, e
 		keyID, err = ks.verify(token, scratch)
 	}
 	if err != nil {
-		ks.cfg.observer.ObserveVerify(ks.cfg.reload.Component, ReasonOf(err))
+		ks.cfg.observer.ObserveVerify(ks.cfg.reload.Component, RejectReasonOf(err))
 		return "", err
 	}
 	commit()

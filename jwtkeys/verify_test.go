@@ -78,7 +78,7 @@ func TestRejections(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		tok  string
-		want Reason
+		want RejectReason
 	}{
 		{"tampered claims", tamperedClaims, ReasonSignature},
 		{"tampered signature", tamperedSig, ReasonSignature},
@@ -198,7 +198,7 @@ func TestVerifyClaimsFillsOnlyVerifiedClaims(t *testing.T) {
 		t.Fatalf("verified token into map claims: %v, %v", m, err)
 	}
 	var nilClaims *agentClaims
-	if _, err := f.ks.VerifyClaims(good, nilClaims); ReasonOf(err) != ReasonClaims {
+	if _, err := f.ks.VerifyClaims(good, nilClaims); RejectReasonOf(err) != ReasonClaims {
 		t.Fatalf("nil claims pointer: %v", err)
 	}
 }

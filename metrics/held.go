@@ -6,7 +6,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hotcert/hotcert"
-	"github.com/hotcert/hotcert/internal/reloadmetrics"
 )
 
 // held exports what each component holds, for rotation readiness:
@@ -21,20 +20,26 @@ type held struct {
 	cas  *prometheus.GaugeVec
 
 	mu   sync.Mutex
-	last map[string][][]string // component → label values of its leaf and CA series
+	last map[string]heldSeries // component → the label values of its series
 }
 
-func newHeld(n reloadmetrics.Naming) *held {
+// heldSeries are the label values of one component's series.
+type heldSeries struct {
+	leaf []string   // nil without a leaf
+	cas  [][]string // one per CA of the bundle
+}
+
+func newHeld(n Naming) *held {
 	return &held{
 		leaf: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: n.Name("tls_cert_info"),
 			Help: "The leaf certificate in use (value 1): SHA-256 fingerprint, serial as openssl prints it, issuer.",
-		}, []string{n.Label, "sha256", "serial", "issuer"}),
+		}, []string{n.label, "sha256", "serial", "issuer"}),
 		cas: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: n.Name("tls_ca_certificate_info"),
 			Help: "One series (value 1) per CA of the trust bundle in use: SHA-256 fingerprint and subject.",
-		}, []string{n.Label, "sha256", "subject"}),
-		last: make(map[string][][]string),
+		}, []string{n.label, "sha256", "subject"}),
+		last: make(map[string]heldSeries),
 	}
 }
 
@@ -45,23 +50,22 @@ func (h *held) observe(component string, m *hotcert.Material) {
 	s := m.Summary()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, lv := range h.last[component] {
-		if len(lv) == 4 {
-			h.leaf.DeleteLabelValues(lv...)
-		} else {
-			h.cas.DeleteLabelValues(lv...)
-		}
+	prev := h.last[component]
+	if prev.leaf != nil {
+		h.leaf.DeleteLabelValues(prev.leaf...)
 	}
-	var now [][]string
+	for _, lv := range prev.cas {
+		h.cas.DeleteLabelValues(lv...)
+	}
+	var now heldSeries
 	if l := s.Leaf; l != nil {
-		lv := []string{component, l.SHA256, l.Serial, l.Issuer}
-		h.leaf.WithLabelValues(lv...).Set(1)
-		now = append(now, lv)
+		now.leaf = []string{component, l.SHA256, l.Serial, l.Issuer}
+		h.leaf.WithLabelValues(now.leaf...).Set(1)
 	}
 	for _, ca := range s.CAs {
 		lv := []string{component, ca.SHA256, ca.Subject}
 		h.cas.WithLabelValues(lv...).Set(1)
-		now = append(now, lv)
+		now.cas = append(now.cas, lv)
 	}
 	h.last[component] = now
 }

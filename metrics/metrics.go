@@ -18,6 +18,11 @@
 //
 // Counters move once per distinct content change or distinct bad content, because
 // the Reloader calls the Recorder only then: never per handshake, poll or resync.
+//
+// [NewDrain] counts the drains of package drain (its drain.Observer), named by the
+// same options. [NewNaming] and [NewReloads] are the pieces the Recorder and
+// jwtkeys/jwtmetrics are built from: the reload-outcome series of a reloader of
+// your own (one built on package reload), named like hotcert's.
 package metrics
 
 import (
@@ -26,12 +31,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hotcert/hotcert"
-	"github.com/hotcert/hotcert/internal/reloadmetrics"
 )
 
 // Recorder is a [hotcert.Observer] backed by Prometheus collectors.
 type Recorder struct {
-	reloads  *reloadmetrics.Reloads
+	reloads  *Reloads
 	notAfter *prometheus.GaugeVec
 	caCerts  *prometheus.GaugeVec
 	frozen   *prometheus.GaugeVec
@@ -44,45 +48,38 @@ var (
 )
 
 // Option names the series of a [Recorder]. The same options name the JWT key series
-// of package jwtkeys/jwtmetrics: pass one list to both, and one prefix and label
-// cover every hotcert series of a process.
-type Option interface {
-	// ApplyNaming sets the option; it cannot be implemented outside this module.
-	ApplyNaming(*reloadmetrics.Naming)
-}
+// of package jwtkeys/jwtmetrics and the drain series ([NewDrain]): pass one list to
+// all, and one prefix and label cover every hotcert series of a process.
+type Option interface{ applyNaming(*Naming) }
 
-type optionFunc func(*reloadmetrics.Naming)
+type optionFunc func(*Naming)
 
-// ApplyNaming implements [Option].
-func (f optionFunc) ApplyNaming(n *reloadmetrics.Naming) { f(n) }
+func (f optionFunc) applyNaming(n *Naming) { f(n) }
 
 // WithPrefix sets the metric name prefix (default "hotcert").
-func WithPrefix(p string) Option { return optionFunc(func(n *reloadmetrics.Naming) { n.Prefix = p }) }
+func WithPrefix(p string) Option { return optionFunc(func(n *Naming) { n.prefix = p }) }
 
 // WithComponentLabel sets the name of the label that carries the component (default
 // "component").
 func WithComponentLabel(name string) Option {
-	return optionFunc(func(n *reloadmetrics.Naming) { n.Label = name })
+	return optionFunc(func(n *Naming) { n.label = name })
 }
 
 // WithResultValues sets the values of the result label (default "success" and "failure").
 func WithResultValues(success, failure string) Option {
-	return optionFunc(func(n *reloadmetrics.Naming) { n.Success, n.Failure = success, failure })
+	return optionFunc(func(n *Naming) { n.success, n.failure = success, failure })
 }
 
 // New creates the collectors and registers them with reg (which may be nil to skip
 // registration, e.g. to register the Recorder itself later as a prometheus.Collector).
 func New(reg prometheus.Registerer, opts ...Option) (*Recorder, error) {
-	n := reloadmetrics.Defaults()
-	for _, o := range opts {
-		o.ApplyNaming(&n)
-	}
-	if err := n.Check(); err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
+	n, err := NewNaming(opts...)
+	if err != nil {
+		return nil, err
 	}
 	name := n.Name
 	r := &Recorder{
-		reloads: reloadmetrics.New(n, reloadmetrics.Series{
+		reloads: NewReloads(n, ReloadSeries{
 			Total:          "tls_cert_reload_total",
 			TotalHelp:      "TLS material reloads by result: one per distinct content change or distinct bad content.",
 			Failures:       "tls_reload_failures_total",
@@ -93,15 +90,15 @@ func New(reg prometheus.Registerer, opts ...Option) (*Recorder, error) {
 		notAfter: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: name("tls_cert_not_after_seconds"),
 			Help: "NotAfter of the certificate in use (the earliest CA NotAfter for a trust-only bundle), Unix seconds.",
-		}, []string{n.Label}),
+		}, []string{n.label}),
 		caCerts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: name("tls_ca_bundle_certificates"),
 			Help: "Number of CA certificates in the trust bundle in use.",
-		}, []string{n.Label}),
+		}, []string{n.label}),
 		frozen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: name("tls_files_never_updated"),
 			Help: "Files of the source that will never be updated where they are read (a Kubernetes subPath mount): a rotation reaches the process only when it restarts.",
-		}, []string{n.Label}),
+		}, []string{n.label}),
 		held: newHeld(n),
 	}
 	if reg != nil {
@@ -127,7 +124,7 @@ func (r *Recorder) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (r *Recorder) collectors() []prometheus.Collector {
-	return append(append(r.reloads.Collectors(), r.notAfter, r.caCerts, r.frozen), r.held.collectors()...)
+	return append([]prometheus.Collector{r.reloads, r.notAfter, r.caCerts, r.frozen}, r.held.collectors()...)
 }
 
 // ObserveLoad implements [hotcert.Observer]. The first load sets the gauges and

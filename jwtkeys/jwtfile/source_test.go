@@ -193,13 +193,16 @@ func TestVerifyFileOptional(t *testing.T) {
 	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Minute))})
 	tok.Header["kid"] = kid(t, b)
 	byB, _ := tok.SignedString(bSigner)
-	if _, err := f.ks.Verify(byB); jwtkeys.ReasonOf(err) != jwtkeys.ReasonUnknownKey {
+	if _, err := f.ks.Verify(byB); jwtkeys.RejectReasonOf(err) != jwtkeys.ReasonUnknownKey {
 		t.Fatalf("unlisted key: %v", err)
 	}
 	f.w.MustWrite(map[string][]byte{"signing.key": a.private, "verify.pem": b.public})
 	testutil.WaitFor(t, "listed", func() bool { _, err := f.ks.Verify(byB); return err == nil })
 	f.w.MustWrite(map[string][]byte{"signing.key": a.private})
-	testutil.WaitFor(t, "removed", func() bool { _, err := f.ks.Verify(byB); return jwtkeys.ReasonOf(err) == jwtkeys.ReasonUnknownKey })
+	testutil.WaitFor(t, "removed", func() bool {
+		_, err := f.ks.Verify(byB)
+		return jwtkeys.RejectReasonOf(err) == jwtkeys.ReasonUnknownKey
+	})
 }
 
 // TestHMACFile: an hs256.keys file in its own directory, with verify.pem in another.

@@ -154,7 +154,7 @@ func authenticate(ctx context.Context, v jwtkeys.Verifier, cfg *config, method s
 		cfg.rejected(ctx, method, err)
 	}
 	msg := "missing bearer token"
-	if r := jwtkeys.ReasonOf(err); r != "" {
+	if r := jwtkeys.RejectReasonOf(err); r != "" {
 		msg = "token rejected: " + string(r)
 	}
 	return nil, status.Error(codes.Unauthenticated, msg)

@@ -183,7 +183,7 @@ func TestAgentsSurviveRotations(t *testing.T) {
 	}
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
-	if len(cp.rejected) != 1 || jwtkeys.ReasonOf(cp.rejected[0]) != jwtkeys.ReasonExpired {
+	if len(cp.rejected) != 1 || jwtkeys.RejectReasonOf(cp.rejected[0]) != jwtkeys.ReasonExpired {
 		t.Fatalf("rejections %v", cp.rejected)
 	}
 	if !strings.Contains(strings.Join(cp.subjects, ","), "agent-held") || !strings.Contains(strings.Join(cp.subjects, ","), "agent-renewing") {

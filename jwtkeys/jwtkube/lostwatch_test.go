@@ -29,8 +29,8 @@ func (c *failureCounter) ObserveFailure(string, error) {
 	defer c.mu.Unlock()
 	c.n++
 }
-func (*failureCounter) ObserveKeys(string, jwtkeys.SetInfo)  {}
-func (*failureCounter) ObserveVerify(string, jwtkeys.Reason) {}
+func (*failureCounter) ObserveKeys(string, jwtkeys.SetInfo)        {}
+func (*failureCounter) ObserveVerify(string, jwtkeys.RejectReason) {}
 func (c *failureCounter) count() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -143,7 +143,7 @@ func TestSecretRotation(t *testing.T) {
 	testutil.WaitFor(t, "the recreated Secret", func() bool { return ks.Status().LastError == nil && len(ks.Info().Keys) == 1 })
 	// Refused. (KeySet.Verify filters on the set's algorithms before it looks the kid
 	// up: with only an EdDSA key left, the removed ES256 key's token is "algorithm".)
-	if _, err := ks.Verify(tok); err == nil || (jwtkeys.ReasonOf(err) != jwtkeys.ReasonUnknownKey && jwtkeys.ReasonOf(err) != jwtkeys.ReasonAlgorithm) {
+	if _, err := ks.Verify(tok); err == nil || (jwtkeys.RejectReasonOf(err) != jwtkeys.ReasonUnknownKey && jwtkeys.RejectReasonOf(err) != jwtkeys.ReasonAlgorithm) {
 		t.Fatalf("a token of the removed key: %v, want it refused", err)
 	}
 	if n := logs.Count("JWT signing key reload failed"); n != 1 {

@@ -11,7 +11,7 @@
 //
 // The reload counters move once per distinct content change or distinct bad content,
 // never per poll or informer resync. The verification counter moves once per token
-// checked; its result is "ok" or a jwtkeys.Reason (expired, unknown_key, ...), so
+// checked; its result is "ok" or a jwtkeys.RejectReason (expired, unknown_key, ...), so
 // rejections during a rotation show up by cause. signing_key_info tells which key
 // each replica signs with while a rotation propagates.
 package jwtmetrics
@@ -22,14 +22,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hotcert/hotcert/internal/reloadmetrics"
 	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/metrics"
 )
 
 // Recorder is a jwtkeys.Observer backed by Prometheus collectors.
 type Recorder struct {
-	reloads       *reloadmetrics.Reloads
+	reloads       *metrics.Reloads
 	verifications *prometheus.CounterVec
 	keys, signing *prometheus.GaugeVec
 
@@ -44,16 +43,13 @@ var _ jwtkeys.Observer = (*Recorder)(nil)
 // metrics.WithComponentLabel, metrics.WithResultValues): pass the ones given to
 // metrics.New and the TLS and JWT series share a prefix and label.
 func New(reg prometheus.Registerer, opts ...metrics.Option) (*Recorder, error) {
-	n := reloadmetrics.Defaults()
-	for _, o := range opts {
-		o.ApplyNaming(&n)
-	}
-	if err := n.Check(); err != nil {
+	n, err := metrics.NewNaming(opts...)
+	if err != nil {
 		return nil, fmt.Errorf("jwtmetrics: %w", err)
 	}
 	name := n.Name
 	r := &Recorder{
-		reloads: reloadmetrics.New(n, reloadmetrics.Series{
+		reloads: metrics.NewReloads(n, metrics.ReloadSeries{
 			Total:          "jwt_key_reload_total",
 			TotalHelp:      "JWT key set reloads by result: one per distinct content change or distinct bad content.",
 			Failures:       "jwt_reload_failures_total",
@@ -64,15 +60,15 @@ func New(reg prometheus.Registerer, opts ...metrics.Option) (*Recorder, error) {
 		verifications: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: name("jwt_verifications_total"),
 			Help: "Tokens verified, by result: ok or the reason they were rejected.",
-		}, []string{n.Label, "result"}),
+		}, []string{n.Label(), "result"}),
 		keys: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: name("jwt_verification_keys"),
 			Help: "Keys that verify tokens: the signing key, listed keys, and retired keys inside their grace period.",
-		}, []string{n.Label}),
+		}, []string{n.Label()}),
 		signing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: name("jwt_signing_key_info"),
 			Help: "The key that signs new tokens (value 1), by kid and alg.",
-		}, []string{n.Label, "kid", "alg"}),
+		}, []string{n.Label(), "kid", "alg"}),
 		signers: map[string][2]string{},
 	}
 	if reg != nil {
@@ -84,7 +80,7 @@ func New(reg prometheus.Registerer, opts ...metrics.Option) (*Recorder, error) {
 }
 
 func (r *Recorder) collectors() []prometheus.Collector {
-	return append(r.reloads.Collectors(), r.verifications, r.keys, r.signing)
+	return []prometheus.Collector{r.reloads, r.verifications, r.keys, r.signing}
 }
 
 // Describe implements prometheus.Collector.
@@ -128,7 +124,7 @@ func (r *Recorder) ObserveKeys(component string, info jwtkeys.SetInfo) {
 }
 
 // ObserveVerify implements jwtkeys.Observer.
-func (r *Recorder) ObserveVerify(component string, rejected jwtkeys.Reason) {
+func (r *Recorder) ObserveVerify(component string, rejected jwtkeys.RejectReason) {
 	result := "ok"
 	if rejected != "" {
 		result = string(rejected)

@@ -26,8 +26,9 @@
 // When the agent goes away (restart, upgrade, crash), reads fail: the last good
 // Material keeps serving, and the outage is one failure — one "TLS certificate
 // reload failed" line, one increment of the failure counter — however many reads
-// and reconnect attempts it lasts, because every read of one outage returns the
-// error its first read saw. When the agent is back, the stream reconnects (go-spiffe
+// and reconnect attempts it lasts, because every read of one outage fails with the
+// same input and reason (the Reloader reports a failure once per input and reason,
+// however gRPC's messages vary). When the agent is back, the stream reconnects (go-spiffe
 // retries it, gRPC redials the socket), the Reloader re-reads and serves the
 // agent's SVID, and the failure clears. A workload the agent has no registration
 // entry for yet reads as [hotcert.ReasonMissing] (retried by

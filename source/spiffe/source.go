@@ -3,7 +3,6 @@ package spiffe
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/spiffe/go-spiffe/v2/workloadapi"
 
@@ -16,9 +15,6 @@ type Source struct {
 	cfg    config
 	client *workloadapi.Client
 	name   string
-
-	mu     sync.Mutex
-	outage *failure // the failure every read returns until a read succeeds
 }
 
 var _ hotcert.Source = (*Source)(nil)
@@ -62,8 +58,8 @@ func (s *Source) Close() error {
 
 // Read implements [hotcert.Source]: one fetch of the X.509 context, turned into
 // content (see the package documentation). A failing read returns a [*hotcert.Error]
-// naming the Workload API; every failing read of one outage returns the same error,
-// so the Reloader reports the outage once.
+// naming the Workload API, with one reason for every read of one outage, so the
+// Reloader reports the outage once.
 func (s *Source) Read(ctx context.Context) (hotcert.Content, error) {
 	rctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
@@ -72,16 +68,12 @@ func (s *Source) Read(ctx context.Context) (hotcert.Content, error) {
 	if err == nil {
 		c, err = s.content(x)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err != nil {
 		if ctx.Err() != nil {
 			return hotcert.Content{}, fmt.Errorf("spiffe: reading %s: %w", s, err) // the caller gave up: not an outage
 		}
-		s.outage = s.outage.next(s.name, err)
-		return hotcert.Content{}, s.outage.err
+		return hotcert.Content{}, readError(s.name, err)
 	}
-	s.outage = nil
 	return c, nil
 }
 

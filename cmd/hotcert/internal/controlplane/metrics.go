@@ -68,7 +68,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 // of hotcert_controlplane_token_rejections_total.
 func TokenRejectionReasons() []string {
 	out := []string{AuthReasonMissing, AuthReasonSubject}
-	for _, r := range []jwtkeys.Reason{
+	for _, r := range []jwtkeys.RejectReason{
 		jwtkeys.ReasonMalformed, jwtkeys.ReasonUnknownKey, jwtkeys.ReasonKeyRetired, jwtkeys.ReasonAlgorithm,
 		jwtkeys.ReasonSignature, jwtkeys.ReasonExpired, jwtkeys.ReasonNotYetValid, jwtkeys.ReasonClaims,
 	} {

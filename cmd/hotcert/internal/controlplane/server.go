@@ -164,7 +164,7 @@ func New(cfg Config) (*Server, error) {
 		return gs
 	}
 	if cfg.DrainWindow > 0 || cfg.CutUntrusted {
-		dopts := []drain.Option{drain.WithLogger(s.log), drain.WithComponent(cfg.Component), drain.WithGrace(cfg.DrainGrace)}
+		dopts := []drain.Option{drain.WithLogger(s.log), drain.WithComponent(cfg.Component), drain.WithComponentLabel(cfg.ComponentKey), drain.WithGrace(cfg.DrainGrace)}
 		if cfg.DrainWindow > 0 {
 			dopts = append(dopts, drain.WithIdentityDrain(s.serving, cfg.DrainWindow))
 		}
@@ -172,11 +172,11 @@ func New(cfg Config) (*Server, error) {
 			dopts = append(dopts, drain.WithTrustCut(s.clientCA))
 		}
 		if cfg.Registerer != nil {
-			dm, err := drain.NewMetrics(cfg.Registerer, cfg.MetricsOptions...)
+			dm, err := metrics.NewDrain(cfg.Registerer, cfg.MetricsOptions...)
 			if err != nil {
 				return nil, fmt.Errorf("controlplane: %w", err)
 			}
-			dopts = append(dopts, drain.WithMetrics(dm))
+			dopts = append(dopts, drain.WithObserver(dm))
 		}
 		s.gs = drain.NewServer(creds, newGRPC, dopts...)
 	} else {
@@ -283,7 +283,7 @@ func (s *Server) handshakeFailed(remote net.Addr, reason string, err error) {
 	s.emit(Event{Kind: EventHandshakeFailed, Remote: addrString(remote), Reason: reason, Err: err})
 }
 
-// Reasons a token was refused, besides the jwtkeys.Reason values (expired,
+// Reasons a token was refused, besides the jwtkeys.RejectReason values (expired,
 // unknown_key, signature, ...).
 const (
 	// AuthReasonMissing: the stream carried no bearer token.
@@ -295,7 +295,7 @@ const (
 // tokenRejected counts and reports a stream or RPC whose token the interceptor
 // refused.
 func (s *Server) tokenRejected(ctx context.Context, _ string, err error) {
-	reason := string(jwtkeys.ReasonOf(err))
+	reason := string(jwtkeys.RejectReasonOf(err))
 	if reason == "" {
 		reason = AuthReasonMissing
 	}

@@ -31,7 +31,7 @@ type Event struct {
 	Duration time.Duration
 	// Reason says why a stream closed, classifies a handshake failure
 	// (agentrpc.Reason* values, e.g. "peer_rejected" when the agent refused the
-	// certificate), or why a token was refused (a jwtkeys.Reason such as "expired" or
+	// certificate), or why a token was refused (a jwtkeys.RejectReason such as "expired" or
 	// "unknown_key", AuthReasonMissing or AuthReasonSubject).
 	Reason string
 	// Err is the handshake error or why the token was refused.

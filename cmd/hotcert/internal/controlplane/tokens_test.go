@@ -301,7 +301,7 @@ func TestSigningKeyRotationRejectsNoAgent(t *testing.T) {
 	requireNoRejections(t, "remove the previous key", replicas)
 	requireTokenKid(t, "tokens of key B", agents, keyB.kid)
 	for i, ks := range sets {
-		if _, err := ks.Verify(oldToken); jwtkeys.ReasonOf(err) != jwtkeys.ReasonUnknownKey {
+		if _, err := ks.Verify(oldToken); jwtkeys.RejectReasonOf(err) != jwtkeys.ReasonUnknownKey {
 			t.Fatalf("cp-%d: a token of the removed key: %v, want unknown_key", i, err)
 		}
 	}

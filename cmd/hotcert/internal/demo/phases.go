@@ -184,7 +184,7 @@ func (s *story) rotateSigningKey(ctx context.Context) error {
 		return err
 	}
 	for _, r := range w.replicas {
-		if _, err := r.keys.Verify(probe); jwtkeys.ReasonOf(err) != jwtkeys.ReasonUnknownKey {
+		if _, err := r.keys.Verify(probe); jwtkeys.RejectReasonOf(err) != jwtkeys.ReasonUnknownKey {
 			return fmt.Errorf("%s still accepts tokens of the removed key (%v)", r.name, err)
 		}
 	}

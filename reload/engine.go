@@ -1,9 +1,14 @@
-// Package reload is the engine behind every hotcert reloader: it re-reads a source on
-// change notifications, poll ticks and settle retries, deduplicates by content hash,
+// Package reload is the engine behind hotcert.Reloader and jwtkeys.KeySet; use it
+// for your own reloaded content. An [Engine] re-reads a [Source] on change
+// notifications, poll ticks and settle retries, deduplicates by content hash,
 // validates, publishes good content, and reports bad content once. It is generic over
 // the raw content C a source returns and the validated value T it publishes, so TLS
-// material (package hotcert) and JWT key sets (package jwtkeys) share one behaviour:
-// fast on atomic swaps, calm on non-atomic writers, keep-last-good, count once.
+// material and JWT key sets share one behaviour: fast on atomic swaps, calm on
+// non-atomic writers, keep-last-good, count once. [Settings] and [Target] are the
+// configuration every such reloader shares, set by hotcert's reload options
+// (hotcert.ReloadOption).
+//
+// The package uses the standard library only.
 package reload
 
 import (
@@ -15,7 +20,8 @@ import (
 	"time"
 )
 
-// Source reads raw content C and reports possible changes. See hotcert.Source.
+// Source reads raw content C and reports possible changes; hotcert.SourceOf is the
+// same contract, documented there.
 type Source[C any] interface {
 	Read(ctx context.Context) (C, error)
 	Watch(ctx context.Context, changed func()) error
@@ -35,6 +41,12 @@ type Spec[C, T any] struct {
 	Publish func(v T)
 	// Failed reports bad content once, after its settle window.
 	Failed func(err error)
+	// ReadErrorKey identifies a read error, which has no content to hash: reads
+	// failing with equal keys are one failure, reported once (a missing file once,
+	// not once per poll). Default: the error's message, so a source whose messages
+	// vary during one outage (a gRPC stream: "EOF", then "connection refused")
+	// needs a key that does not (hotcert.ReadErrorKey: the input and reason).
+	ReadErrorKey func(err error) string
 	// WatchFailed reports that the source's watch ended with an error; it is
 	// restarted after retryIn, and polling covers the gap.
 	WatchFailed func(err error, retryIn time.Duration)
@@ -61,7 +73,9 @@ const (
 	recheckSlack = time.Millisecond
 )
 
-// Engine runs a Spec over a Source.
+// Engine runs a Spec over a Source: [Engine.Initial] loads the first value,
+// [Engine.Run] follows the source, [Engine.Check] and [Engine.Trigger] re-read it
+// on demand.
 type Engine[C, T any] struct {
 	spec Spec[C, T]
 	src  Source[C]
@@ -99,6 +113,9 @@ const (
 func New[C, T any](src Source[C], spec Spec[C, T]) *Engine[C, T] {
 	if spec.Now == nil {
 		spec.Now = time.Now
+	}
+	if spec.ReadErrorKey == nil {
+		spec.ReadErrorKey = error.Error
 	}
 	return &Engine[C, T]{spec: spec, src: src, kick: make(chan struct{}, 1), closing: make(chan struct{}), stopped: make(chan struct{})}
 }
@@ -140,9 +157,13 @@ func (e *Engine[C, T]) Trigger() {
 
 // Status is the engine's failure state.
 type Status struct {
-	LastError   error
+	// LastError is the last reported failure, nil once good content was seen
+	// after it.
+	LastError error
+	// LastErrorAt is when LastError was reported.
 	LastErrorAt time.Time
-	Failures    uint64
+	// Failures counts the failures reported since New.
+	Failures uint64
 }
 
 // Status returns the last reported failure (nil once good content was seen after it).
@@ -272,9 +293,9 @@ func (e *Engine[C, T]) check(ctx context.Context, why cause) error {
 	if err == nil {
 		key = e.spec.Hash(c)
 	} else {
-		// A read error has no content; its message identifies it so that the same
+		// A read error has no content; its key identifies it so that the same
 		// missing file is reported once, not once per poll.
-		key = sha256.Sum256([]byte("hotcert read error\x00" + err.Error()))
+		key = sha256.Sum256([]byte("hotcert read error\x00" + e.spec.ReadErrorKey(err)))
 	}
 	if err == nil && key == e.spec.CurrentHash() {
 		e.pendingAt, e.reported, e.lastErr = time.Time{}, false, nil
