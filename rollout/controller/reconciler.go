@@ -447,7 +447,6 @@ func (r *reconciler) roll(ctx context.Context, w *workload, what string) error {
 		result: resultRolled, reason: reasonConfigChanged, event: eventRolled,
 		note: fmt.Sprintf("rolled: %s (config hash %s)", what, short(w.cfg.Hash)),
 	})
-	r.report.settled(w.key)
 	log.FromContext(ctx).Info("rolled", "changes", what, "hash", w.cfg.Hash)
 	return nil
 }
