@@ -138,6 +138,18 @@ func PodSpecRefs(spec *corev1.PodSpec) Refs {
 	return b.refs()
 }
 
+// Merge returns rs and other, two sets of references of one namespace (a
+// workload's pod spec and the custom-resource chains that reach it), as one:
+// one Ref per object, every key of both, All if either consumes all, optional
+// only if optional in both.
+func (rs Refs) Merge(other Refs) Refs {
+	b := newRefBuilder()
+	for _, r := range slices.Concat(rs, other) {
+		b.add(r.Kind, r.Name, r.All, r.Keys, r.Optional, r.Uses...)
+	}
+	return b.refs()
+}
+
 // refBuilder merges the uses of each object.
 type refBuilder struct {
 	byObj map[objectKey]*refAcc
@@ -170,9 +182,10 @@ func (b *refBuilder) addItems(kind Kind, name string, items []corev1.KeyToPath, 
 	b.add(kind, name, false, keys, optional, use)
 }
 
-// add records one use. An object is optional only when every use is; a key is
-// optional only when every use naming it is.
-func (b *refBuilder) add(kind Kind, name string, all bool, keys []KeyRef, optional bool, use string) {
+// add records one use (or, from Merge, every use of a Ref). An object is
+// optional only when every use is; a key is optional only when every use
+// naming it is.
+func (b *refBuilder) add(kind Kind, name string, all bool, keys []KeyRef, optional bool, uses ...string) {
 	if name == "" {
 		return
 	}
@@ -188,8 +201,10 @@ func (b *refBuilder) add(kind Kind, name string, all bool, keys []KeyRef, option
 		prev, seen := acc.keys[k.Key]
 		acc.keys[k.Key] = k.Optional && (!seen || prev)
 	}
-	if !slices.Contains(acc.ref.Uses, use) {
-		acc.ref.Uses = append(acc.ref.Uses, use)
+	for _, use := range uses {
+		if !slices.Contains(acc.ref.Uses, use) {
+			acc.ref.Uses = append(acc.ref.Uses, use)
+		}
 	}
 }
 

@@ -50,7 +50,7 @@ func (r *reconciler) chainRefs(ns string, refs rollout.Refs, cons *referencerule
 			foreign = append(foreign, ref)
 		}
 	}
-	return referencerules.MergeRefs(referencerules.MergeRefs(refs, cons.Refs[ns]), foreign), problems
+	return refs.Merge(cons.Refs[ns]).Merge(foreign), problems
 }
 
 func firstUse(ref rollout.Ref) string {

@@ -293,6 +293,19 @@ func (n node) id() string {
 	return n.gk.String() + "/" + n.obj.GetNamespace() + "/" + n.obj.GetName()
 }
 
+// Workloads returns every workload the graph's objects run.
+func (r *Resolver) Workloads() []WorkloadRef {
+	var start []node
+	for gk, inf := range r.crs {
+		for _, o := range inf.GetStore().List() {
+			if u := asUnstructured(o); u != nil {
+				start = append(start, node{gk, u})
+			}
+		}
+	}
+	return r.reach(start)
+}
+
 // reach walks up from start, through referring objects, to the workloads run by
 // any object reached.
 func (r *Resolver) reach(start []node) []WorkloadRef {
