@@ -27,5 +27,5 @@
 // of each object an opted-in workload references, only the digests of its
 // keys, and nothing at all of the others (see SecretCache). With
 // Options.Webhook, the controller also serves the admission webhook of package
-// rollout/chain/webhook.
+// rollout/webhook.
 package controller

@@ -110,7 +110,7 @@ type Options struct {
 	HashKey []byte
 	// Webhook, if its Addr is set, serves the admission webhook that keeps the
 	// stamp and the controller's state when an owner controller rewrites a
-	// workload (see package rollout/chain/webhook), on every replica.
+	// workload (see package rollout/webhook), on every replica.
 	Webhook Webhook
 	// MaxConcurrentReconciles per workload kind (default DefaultMaxConcurrency).
 	MaxConcurrentReconciles int

@@ -22,7 +22,7 @@ import (
 	"github.com/hotcert/hotcert/httptls"
 	"github.com/hotcert/hotcert/internal/kubetest"
 	"github.com/hotcert/hotcert/rollout"
-	"github.com/hotcert/hotcert/rollout/chain/webhook"
+	"github.com/hotcert/hotcert/rollout/webhook"
 	"github.com/hotcert/hotcert/source/file"
 )
 
