@@ -6,10 +6,14 @@
 // The hotcert-controller binary (cmd/hotcert-controller, flags in its
 // app/options package) runs it in a manager of its own; run it inside yours:
 //
-//	ctl, err := controller.New(controller.Options{MinInterval: 5 * time.Minute})
+//	ctl, err := controller.New(controller.Options{
+//		MinInterval: 5 * time.Minute,
+//		Namespaces:  []string{"team-a"}, // default: all
+//	})
 //	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-//		Cache:  ctl.CacheOptions(),  // workloads without what the controller never reads
-//		Client: ctl.ClientOptions(), // Secrets are never read through the cache
+//		Cache:    ctl.CacheOptions(),  // workloads without what the controller never reads
+//		NewCache: ctl.NewCache,        // needed with Options.NamespaceSelector
+//		Client:   ctl.ClientOptions(), // Secrets are never read through the cache
 //	})
 //	err = ctl.SetupWithManager(mgr)
 //
@@ -37,7 +41,8 @@
 //
 // Secrets and ConfigMaps are not cached: the controller's own reflector keeps,
 // of each object an opted-in workload references, only the digests of its
-// keys, and nothing at all of the others (see SecretCache). With
+// keys, and nothing at all of the others (see SecretCache; the code is in
+// rollout/internal/clusterview). With
 // Options.Webhook, the controller also serves the admission webhook of package
 // rollout/webhook.
 package controller

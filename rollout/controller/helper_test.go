@@ -88,14 +88,14 @@ func memoryHelper() error {
 	start := time.Now()
 	errc := make(chan error, 1)
 	go func() { errc <- mgr.Start(ctx) }()
-	for ctl.store.len() < want {
+	for ctl.view.Store().Len() < want {
 		select {
 		case err := <-errc:
 			return fmt.Errorf("manager stopped: %v", err)
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Since(start) > 5*time.Minute {
-			return fmt.Errorf("digested %d of %d objects in 5 minutes", ctl.store.len(), want)
+			return fmt.Errorf("digested %d of %d objects in 5 minutes", ctl.view.Store().Len(), want)
 		}
 	}
 	synced := time.Since(start)
@@ -122,7 +122,7 @@ func memoryHelper() error {
 	return json.NewEncoder(os.Stdout).Encode(memoryReport{
 		Mode: mode, SettledRSSMiB: settled, RSSMiB: rss, AnonMiB: anon, PeakRSSMiB: hwm,
 		HeapInuseMiB: float64(ms.HeapInuse) / (1 << 20), Goroutines: runtime.NumGoroutine(),
-		Digested: ctl.store.len(), SyncSeconds: synced.Seconds(),
+		Digested: ctl.view.Store().Len(), SyncSeconds: synced.Seconds(),
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/internal/clusterview"
 )
 
 // Trust guard reasons (the metric's reason label of a trust deferral). Object
@@ -43,7 +44,7 @@ type trustConflict struct {
 // change is pending, and keeps none of their data.
 func (r *reconciler) trustGuard(ctx context.Context, w *workload) ([]trustConflict, error) {
 	ns := w.obj.GetNamespace()
-	g := &guardReads{r: r, ctx: ctx, ns: ns, data: map[objKey]map[string][]byte{}}
+	g := &guardReads{r: r, ctx: ctx, ns: ns, data: map[clusterview.Key]map[string][]byte{}}
 	var out []trustConflict
 	seen := map[string]bool{}
 	check := func(server string, b rollout.TrustRef, why reason) error {
@@ -123,7 +124,7 @@ type guardReads struct {
 	r    *reconciler
 	ctx  context.Context
 	ns   string
-	data map[objKey]map[string][]byte
+	data map[clusterview.Key]map[string][]byte
 	meta map[string]map[string]string // Secret name → annotations
 	decl []declaration
 }
@@ -157,7 +158,7 @@ func (g *guardReads) list() error {
 // the controller's watch keeps their declarations (no request), or else
 // listed (metadata).
 func (g *guardReads) trustedBy() ([]metav1.PartialObjectMetadata, error) {
-	if m, ok := g.r.store.trustedBy(g.ns); ok {
+	if m, ok := g.r.store.TrustedBy(g.ns); ok {
 		out := make([]metav1.PartialObjectMetadata, 0, len(m))
 		for name, v := range m {
 			out = append(out, metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{rollout.AnnotationTrustedBy: v}}})
@@ -189,13 +190,13 @@ func (g *guardReads) declarations() ([]declaration, error) {
 
 // get returns the data of an object (nil when it does not exist).
 func (g *guardReads) get(kind rollout.Kind, name string) (map[string][]byte, error) {
-	k := objKey{kind, g.ns, name}
+	k := clusterview.Key{Kind: kind, Namespace: g.ns, Name: name}
 	if d, ok := g.data[k]; ok {
 		return d, nil
 	}
-	obj := newDataObject(kind)
+	obj := clusterview.NewObject(kind)
 	var d map[string][]byte
-	g.r.store.reads(kind)
+	g.r.report.metrics.reads.WithLabelValues(string(kind)).Inc()
 	if err := g.r.api.Get(g.ctx, client.ObjectKey{Namespace: g.ns, Name: name}, obj); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("reading %s %s/%s for the trust guard: %w", kind, g.ns, name, err)
