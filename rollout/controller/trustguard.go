@@ -47,7 +47,7 @@ func (r *reconciler) trustGuard(ctx context.Context, w *workload) ([]trustConfli
 	g := &guardReads{r: r, ctx: ctx, ns: ns, data: map[clusterview.Key]map[string][]byte{}}
 	var out []trustConflict
 	seen := map[string]bool{}
-	check := func(server string, b rollout.TrustRef, why reason) error {
+	check := func(server string, b trustRef, why reason) error {
 		pair := server + "|" + b.String()
 		if seen[pair] {
 			return nil
@@ -86,7 +86,7 @@ func (r *reconciler) trustGuard(ctx context.Context, w *workload) ([]trustConfli
 				return nil, err
 			}
 			if v, ok := ann[rollout.AnnotationTrustedBy]; ok {
-				bundles, err := rollout.ParseTrustedBy(v)
+				bundles, err := parseTrustedBy(v)
 				if err != nil {
 					r.report.warnAnnotation(w.obj, w.key, fmt.Errorf("Secret %s/%s: %w", ns, ref.Name, err))
 				}
@@ -131,7 +131,7 @@ type guardReads struct {
 
 type declaration struct {
 	secret  string
-	bundles []rollout.TrustRef
+	bundles []trustRef
 }
 
 func (g *guardReads) list() error {
@@ -146,7 +146,7 @@ func (g *guardReads) list() error {
 	for _, s := range items {
 		g.meta[s.Name] = s.Annotations
 		if v, ok := s.Annotations[rollout.AnnotationTrustedBy]; ok {
-			if b, err := rollout.ParseTrustedBy(v); err == nil {
+			if b, err := parseTrustedBy(v); err == nil {
 				g.decl = append(g.decl, declaration{secret: s.Name, bundles: b})
 			}
 		}
@@ -239,4 +239,33 @@ func (r *reconciler) deferUntilTrusted(w *workload, what string, conflicts []tru
 		note: note,
 	})
 	return reconcile.Result{RequeueAfter: r.opts.TrustRecheck}
+}
+
+// trustRef is one bundle named by rollout.AnnotationTrustedBy.
+type trustRef struct {
+	Kind rollout.Kind
+	Name string
+	Key  string
+}
+
+func (t trustRef) String() string { return fmt.Sprintf("%s %s key %s", t.Kind, t.Name, t.Key) }
+
+// parseTrustedBy parses the value of rollout.AnnotationTrustedBy.
+func parseTrustedBy(value string) ([]trustRef, error) {
+	var out []trustRef
+	for part := range strings.SplitSeq(value, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		f := strings.Split(part, "/")
+		if len(f) != 3 || f[1] == "" || f[2] == "" || (rollout.Kind(f[0]) != rollout.KindConfigMap && rollout.Kind(f[0]) != rollout.KindSecret) {
+			return nil, fmt.Errorf("%s=%q: want Kind/name/key with Kind ConfigMap or Secret, comma-separated", rollout.AnnotationTrustedBy, value)
+		}
+		out = append(out, trustRef{Kind: rollout.Kind(f[0]), Name: f[1], Key: f[2]})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s=%q names no bundle", rollout.AnnotationTrustedBy, value)
+	}
+	return out, nil
 }
