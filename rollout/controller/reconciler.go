@@ -20,6 +20,7 @@ import (
 	"github.com/hotcert/hotcert/rollout"
 	"github.com/hotcert/hotcert/rollout/internal/budget"
 	"github.com/hotcert/hotcert/rollout/internal/clusterview"
+	"github.com/hotcert/hotcert/rollout/internal/naming"
 	"github.com/hotcert/hotcert/rollout/internal/referencerules"
 	"github.com/hotcert/hotcert/rollout/internal/state"
 )
@@ -90,7 +91,7 @@ func (s *shared) lookup(ctx context.Context, st *clusterview.Store, namespace, k
 	}
 	return func(kind rollout.Kind, name string) (*rollout.Object, error) {
 		o, err := lookup(kind, name)
-		ns, n := rollout.SplitName(namespace, name)
+		ns, n := naming.Split(namespace, name)
 		hook(key, clusterview.Key{Kind: kind, Namespace: ns, Name: n}, o)
 		return o, err
 	}
@@ -599,7 +600,7 @@ func describeRefs(refs rollout.Refs) string {
 			names = append(names, fmt.Sprintf("and %d more", len(refs)-i))
 			break
 		}
-		names = append(names, string(r.Kind)+" "+rollout.DisplayName(r.Name))
+		names = append(names, string(r.Kind)+" "+naming.Display(r.Name))
 	}
 	return strings.Join(names, ", ")
 }

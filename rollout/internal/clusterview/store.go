@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/internal/naming"
 )
 
 // Store resolves references to rollout.Objects: the digest of each key of a
@@ -83,10 +84,10 @@ func (s *Store) Len() int {
 }
 
 // Lookup returns the rollout.Lookup for namespace (and, through
-// rollout.ForeignName, for objects of other namespaces).
+// naming.Foreign, for objects of other namespaces).
 func (s *Store) Lookup(ctx context.Context, namespace string) rollout.Lookup {
 	return func(kind rollout.Kind, name string) (*rollout.Object, error) {
-		ns, n := rollout.SplitName(namespace, name)
+		ns, n := naming.Split(namespace, name)
 		return s.get(ctx, Key{Kind: kind, Namespace: ns, Name: n})
 	}
 }
