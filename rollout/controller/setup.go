@@ -76,7 +76,8 @@ func New(o Options) (*Controller, error) {
 // ConfigMaps each opted-in workload references, and one controller per workload
 // kind (Deployment, StatefulSet, DaemonSet) watching its workloads and, through
 // the index, the objects they reference. mgr must have been built with
-// c.CacheOptions and c.ClientOptions (hotcert-controller does it).
+// c.CacheOptions and c.ClientOptions, and with c.NewCache under
+// Options.NamespaceSelector (hotcert-controller does it).
 func (c *Controller) SetupWithManager(mgr manager.Manager) error {
 	o := c.opts
 	var cacheReader client.Reader = mgr.GetCache()
