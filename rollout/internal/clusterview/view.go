@@ -15,6 +15,7 @@ import (
 
 // Config is what a View watches and keeps.
 type Config struct {
+	// Mode is what is kept of Secrets and ConfigMaps.
 	Mode Mode
 	// Namespaces are the namespaces watched (empty: all).
 	Namespaces []string
