@@ -10,6 +10,7 @@ import (
 
 	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/internal/naming"
 )
 
 // TestExceptionsOfAnObject: the annotations as a Secret's and a ConfigMap's
@@ -71,7 +72,7 @@ func TestComputeLeavesIgnoredContentOut(t *testing.T) {
 	base := compute(refs, map[string]string{"a": "1", "b": "1"}, ignoreB)
 	if got := compute(refs, map[string]string{"a": "1", "b": "2"}, ignoreB); got.Hash != base.Hash {
 		t.Error("a change of an ignored key changed the hash")
-	} else if got.Entries["Secret/s/b"] == base.Entries["Secret/s/b"] || !strings.HasPrefix(got.Entries["Secret/s/b"], rollout.Ignored) {
+	} else if got.Entries["Secret/s/b"] == base.Entries["Secret/s/b"] || !strings.HasPrefix(got.Entries["Secret/s/b"], naming.Ignored) {
 		t.Errorf("the entry of an ignored key does not tell its change: %q then %q", base.Entries["Secret/s/b"], got.Entries["Secret/s/b"])
 	}
 	if got := compute(refs, map[string]string{"a": "2", "b": "1"}, ignoreB); got.Hash == base.Hash {
@@ -79,7 +80,7 @@ func TestComputeLeavesIgnoredContentOut(t *testing.T) {
 	}
 	// The entry of an ignored key is its entry without the annotation, marked.
 	plain := compute(refs, map[string]string{"a": "1", "b": "1"}, nil)
-	if base.Entries["Secret/s/b"] != rollout.Ignored+plain.Entries["Secret/s/b"] || base.Entries["Secret/s/a"] != plain.Entries["Secret/s/a"] {
+	if base.Entries["Secret/s/b"] != naming.Ignored+plain.Entries["Secret/s/b"] || base.Entries["Secret/s/a"] != plain.Entries["Secret/s/a"] {
 		t.Errorf("entries %v, without the annotation %v", base.Entries, plain.Entries)
 	}
 

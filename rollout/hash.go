@@ -10,6 +10,8 @@ import (
 	"hash"
 	"slices"
 	"time"
+
+	"github.com/hotcert/hotcert/rollout/internal/naming"
 )
 
 // hashVersion starts every hashed stream, so that a future encoding can never
@@ -59,11 +61,11 @@ func (p Problem) String() string {
 		// The detail names the object and key already.
 		return p.Detail
 	case p.Reason == ReasonMissingObject:
-		return fmt.Sprintf("%s %s not found", p.Kind, DisplayName(p.Name))
+		return fmt.Sprintf("%s %s not found", p.Kind, naming.Display(p.Name))
 	case p.Reason == ReasonMissingKey:
-		return fmt.Sprintf("%s %s has no key %s", p.Kind, DisplayName(p.Name), p.Key)
+		return fmt.Sprintf("%s %s has no key %s", p.Kind, naming.Display(p.Name), p.Key)
 	default:
-		return fmt.Sprintf("%s %s: %s", p.Kind, DisplayName(p.Name), p.Reason)
+		return fmt.Sprintf("%s %s: %s", p.Kind, naming.Display(p.Name), p.Reason)
 	}
 }
 
@@ -75,7 +77,11 @@ type Config struct {
 	// Entries maps each consumed object ("Secret/name") and key
 	// ("Secret/name/key") to a short salted digest of its value, "+" for an
 	// object whose keys are not all consumed, or "-" for an absent optional
-	// object or key. It is what [AnnotationAppliedKeys] records.
+	// object or key; a value that an exception annotation leaves out of the
+	// hash (see [Exceptions]) is marked with a leading "!". The entry "#key"
+	// identifies the hash key (see [WithHashKey]): when it differs from the
+	// recorded one, digests cannot be compared. It is what
+	// [AnnotationAppliedKeys] records.
 	Entries map[string]string
 	// Missing lists required objects and keys that do not exist.
 	Missing []Problem
@@ -88,12 +94,6 @@ type Config struct {
 	// read (see [Exceptions]); they except nothing.
 	Malformed []Problem
 }
-
-// Ignored starts the value of an entry of [Config.Entries] that an exception
-// annotation leaves out of the hash (see [Exceptions]): the rest of the value
-// is what it would be without the annotation, so that a change of ignored
-// content can still be told and reported.
-const Ignored = "!"
 
 // Lookup returns the current version of the object kind/name of the workload's
 // namespace, or nil (and no error) when it does not exist.
@@ -131,7 +131,7 @@ func Compute(namespace string, refs Refs, lookup Lookup, opts ...HashOption) (*C
 		}
 		return sha256.New()
 	}
-	out := &Config{Entries: map[string]string{KeyIDEntry: keyID(cfg.key)}}
+	out := &Config{Entries: map[string]string{naming.KeyIDEntry: keyID(cfg.key)}}
 	full := newHash()
 	writeLP(full, []byte(hashVersion))
 	// entry records one (name, value) pair in Entries and, unless it is
@@ -139,7 +139,7 @@ func Compute(namespace string, refs Refs, lookup Lookup, opts ...HashOption) (*C
 	entry := func(name string, value []byte, ignored bool) {
 		mark := ""
 		if ignored {
-			mark = Ignored
+			mark = naming.Ignored
 		} else {
 			writeLP(full, []byte(name))
 			writeLP(full, value)
@@ -177,7 +177,7 @@ func Compute(namespace string, refs Refs, lookup Lookup, opts ...HashOption) (*C
 		exc := obj.Exceptions
 		if exc.Err != nil {
 			out.Malformed = append(out.Malformed, Problem{Kind: r.Kind, Name: r.Name, Reason: ReasonInvalidAnnotation,
-				Detail: fmt.Sprintf("%s %s: %v", r.Kind, DisplayName(r.Name), exc.Err)})
+				Detail: fmt.Sprintf("%s %s: %v", r.Kind, naming.Display(r.Name), exc.Err)})
 		}
 		keys := make([]string, 0, len(r.Keys))
 		for _, k := range r.Keys {
@@ -223,12 +223,6 @@ func Compute(namespace string, refs Refs, lookup Lookup, opts ...HashOption) (*C
 	out.Hash = hex.EncodeToString(full.Sum(nil))
 	return out, nil
 }
-
-// KeyIDEntry is the entry of [Config.Entries] that identifies the hash key (see
-// [WithHashKey]): "none", or a short digest of the key. When it differs from the
-// recorded one, digests cannot be compared and the workload is re-adopted
-// without a rollout.
-const KeyIDEntry = "#key"
 
 func keyID(key []byte) string {
 	if key == nil {

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/internal/naming"
 )
 
 // objects builds a Lookup over Secrets given as name -> data.
@@ -115,7 +116,7 @@ func TestHashKey(t *testing.T) {
 	if plain.Entries["Secret/s/a"] == k1.Entries["Secret/s/a"] {
 		t.Error("the hash key does not key the recorded digests")
 	}
-	if plain.Entries[rollout.KeyIDEntry] == k1.Entries[rollout.KeyIDEntry] {
+	if plain.Entries[naming.KeyIDEntry] == k1.Entries[naming.KeyIDEntry] {
 		t.Error("the key id entry does not identify the key")
 	}
 }

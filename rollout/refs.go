@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -22,6 +21,9 @@ const (
 // with every use of it merged.
 type Ref struct {
 	Kind Kind
+	// Name is the object's name or, for an object of another namespace (a
+	// custom resource chain can lead there), "namespace:name"; Lookup,
+	// Config.Entries and Change name it the same way.
 	Name string
 	// All is true when some use consumes every key (a volume without items, an
 	// envFrom): keys added to or removed from the object then matter too.
@@ -35,26 +37,6 @@ type Ref struct {
 	// app", ...), for messages.
 	Uses []string
 }
-
-// ForeignName is how a Ref, a Lookup, Config.Entries and a Change name an
-// object of another namespace than the workload's (a custom resource chain can
-// lead there): "namespace:name". Kubernetes names and data keys never hold a
-// colon, so it cannot be read two ways, and the recorded entries keep their
-// "Kind/name/key" shape.
-func ForeignName(namespace, name string) string { return namespace + ":" + name }
-
-// SplitName returns the namespace and name a Ref's Name stands for in a
-// workload of namespace ns (see ForeignName).
-func SplitName(ns, name string) (namespace, objName string) {
-	if before, after, ok := strings.Cut(name, ":"); ok {
-		return before, after
-	}
-	return ns, name
-}
-
-// DisplayName shows a Ref's Name for messages: a foreign name (see
-// ForeignName) as namespace/name.
-func DisplayName(name string) string { return strings.Replace(name, ":", "/", 1) }
 
 // KeyRef is one key named explicitly by a reference.
 type KeyRef struct {
@@ -138,6 +120,18 @@ func PodSpecRefs(spec *corev1.PodSpec) Refs {
 	return b.refs()
 }
 
+// Merge returns rs and other, two sets of references of one namespace (a
+// workload's pod spec and the custom-resource chains that reach it), as one:
+// one Ref per object, every key of both, All if either consumes all, optional
+// only if optional in both.
+func (rs Refs) Merge(other Refs) Refs {
+	b := newRefBuilder()
+	for _, r := range slices.Concat(rs, other) {
+		b.add(r.Kind, r.Name, r.All, r.Keys, r.Optional, r.Uses...)
+	}
+	return b.refs()
+}
+
 // refBuilder merges the uses of each object.
 type refBuilder struct {
 	byObj map[objectKey]*refAcc
@@ -170,9 +164,10 @@ func (b *refBuilder) addItems(kind Kind, name string, items []corev1.KeyToPath, 
 	b.add(kind, name, false, keys, optional, use)
 }
 
-// add records one use. An object is optional only when every use is; a key is
-// optional only when every use naming it is.
-func (b *refBuilder) add(kind Kind, name string, all bool, keys []KeyRef, optional bool, use string) {
+// add records one use (or, from Merge, every use of a Ref). An object is
+// optional only when every use is; a key is optional only when every use
+// naming it is.
+func (b *refBuilder) add(kind Kind, name string, all bool, keys []KeyRef, optional bool, uses ...string) {
 	if name == "" {
 		return
 	}
@@ -188,8 +183,10 @@ func (b *refBuilder) add(kind Kind, name string, all bool, keys []KeyRef, option
 		prev, seen := acc.keys[k.Key]
 		acc.keys[k.Key] = k.Optional && (!seen || prev)
 	}
-	if !slices.Contains(acc.ref.Uses, use) {
-		acc.ref.Uses = append(acc.ref.Uses, use)
+	for _, use := range uses {
+		if !slices.Contains(acc.ref.Uses, use) {
+			acc.ref.Uses = append(acc.ref.Uses, use)
+		}
 	}
 }
 

@@ -67,3 +67,21 @@ func TestPodSpecRefs(t *testing.T) {
 		t.Error("imagePullSecrets are not consumed by the workload and must not be referenced")
 	}
 }
+
+func TestRefsMerge(t *testing.T) {
+	a := rollout.Refs{
+		{Kind: rollout.KindSecret, Name: "ca", Keys: []rollout.KeyRef{{Key: "ca.crt", Optional: true}}, Optional: true, Uses: []string{"volume ca"}},
+	}
+	b := rollout.Refs{
+		{Kind: rollout.KindConfigMap, Name: "cfg", All: true},
+		{Kind: rollout.KindSecret, Name: "ca", Keys: []rollout.KeyRef{{Key: "ca.crt"}, {Key: "b.crt"}}, Uses: []string{"Agent a → ModelConfig m"}},
+	}
+	got := a.Merge(b)
+	want := rollout.Refs{
+		{Kind: rollout.KindConfigMap, Name: "cfg", All: true},
+		{Kind: rollout.KindSecret, Name: "ca", Keys: []rollout.KeyRef{{Key: "b.crt"}, {Key: "ca.crt"}}, Uses: []string{"volume ca", "Agent a → ModelConfig m"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+}

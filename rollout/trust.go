@@ -3,7 +3,6 @@ package rollout
 import (
 	"crypto/x509"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/hotcert/hotcert"
@@ -17,35 +16,6 @@ import (
 // not trust, nor the workloads consuming a declared bundle onto a bundle that
 // does not trust the Secret's current leaf.
 const AnnotationTrustedBy = "hotcert.dev/trusted-by"
-
-// TrustRef is one bundle named by [AnnotationTrustedBy].
-type TrustRef struct {
-	Kind Kind
-	Name string
-	Key  string
-}
-
-func (t TrustRef) String() string { return fmt.Sprintf("%s %s key %s", t.Kind, t.Name, t.Key) }
-
-// ParseTrustedBy parses the value of [AnnotationTrustedBy].
-func ParseTrustedBy(value string) ([]TrustRef, error) {
-	var out []TrustRef
-	for part := range strings.SplitSeq(value, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		f := strings.Split(part, "/")
-		if len(f) != 3 || f[1] == "" || f[2] == "" || (Kind(f[0]) != KindConfigMap && Kind(f[0]) != KindSecret) {
-			return nil, fmt.Errorf("%s=%q: want Kind/name/key with Kind ConfigMap or Secret, comma-separated", AnnotationTrustedBy, value)
-		}
-		out = append(out, TrustRef{Kind: Kind(f[0]), Name: f[1], Key: f[2]})
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s=%q names no bundle", AnnotationTrustedBy, value)
-	}
-	return out, nil
-}
 
 // CheckTrust reports whether the certificate chain (leaf first) verifies
 // against the CA bundle, with hotcert's PEM grammar for both. Only trust is

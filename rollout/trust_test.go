@@ -9,18 +9,6 @@ import (
 	"github.com/hotcert/hotcert/hotcerttest"
 )
 
-func TestParseTrustedBy(t *testing.T) {
-	got, err := ParseTrustedBy("ConfigMap/ca/ca.crt, Secret/trust/bundle.pem")
-	if err != nil || len(got) != 2 || got[0] != (TrustRef{KindConfigMap, "ca", "ca.crt"}) || got[1] != (TrustRef{KindSecret, "trust", "bundle.pem"}) {
-		t.Fatalf("got %v, %v", got, err)
-	}
-	for _, bad := range []string{"", "ConfigMap/ca", "Pod/x/y", "ConfigMap//k", "ConfigMap/ca/ca.crt/x"} {
-		if _, err := ParseTrustedBy(bad); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-}
-
 func TestCheckTrust(t *testing.T) {
 	root, other := hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
 	inter := root.MustNewIntermediate()

@@ -225,7 +225,7 @@ func benchUpdateToPatch(b *testing.B, fx *benchFixture, mode SecretCache) {
 	o := testOptions()
 	o.SecretCache = mode
 	c := startController(b, "", o) // all namespaces, as in production
-	waitFor(b, "the opted-in workloads to be reconciled", func() (bool, error) { return c.ctl.store.len() >= benchOptedIn, nil })
+	waitFor(b, "the opted-in workloads to be reconciled", func() (bool, error) { return c.ctl.view.Store().Len() >= benchOptedIn, nil })
 
 	cases := make([]rolloutCase, benchOptedIn)
 	for ref := range cases {

@@ -22,6 +22,7 @@ import (
 	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/internal/kubetest"
 	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/internal/clusterview"
 )
 
 var (
@@ -302,7 +303,7 @@ func TestReferenceRuleChainAcrossNamespaces(t *testing.T) {
 	waitFor(t, "the controller reading the unconsumed change", func() (bool, error) {
 		c.seenMu.Lock()
 		defer c.seenMu.Unlock()
-		return c.seen[objKey{rollout.KindSecret, shared, "token"}][other.ResourceVersion], nil
+		return c.seen[clusterview.Key{Kind: rollout.KindSecret, Namespace: shared, Name: "token"}][other.ResourceVersion], nil
 	})
 	waitEvent(t, ns, "a", eventAdopted, "Secret "+shared+"/token as the baseline")
 	rolloutsAre(t, ns, map[string]int{"a": 0})

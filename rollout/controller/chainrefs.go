@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/internal/naming"
 	"github.com/hotcert/hotcert/rollout/internal/referencerules"
 )
 
@@ -32,7 +33,7 @@ func (r *reconciler) chainRefs(ns string, refs rollout.Refs, cons *referencerule
 		for _, ref := range cons.Refs[other] {
 			if len(r.namespaces) > 0 && !slices.Contains(r.namespaces, other) {
 				problems = append(problems, rollout.Problem{
-					Kind: ref.Kind, Name: rollout.ForeignName(other, ref.Name), Reason: rollout.ReasonOutOfScope,
+					Kind: ref.Kind, Name: naming.Foreign(other, ref.Name), Reason: rollout.ReasonOutOfScope,
 					Detail: fmt.Sprintf("%s %s/%s (%s) is in a namespace this controller does not watch",
 						ref.Kind, other, ref.Name, firstUse(ref)),
 				})
@@ -40,17 +41,17 @@ func (r *reconciler) chainRefs(ns string, refs rollout.Refs, cons *referencerule
 			}
 			if r.opts.HashKey == nil {
 				problems = append(problems, rollout.Problem{
-					Kind: ref.Kind, Name: rollout.ForeignName(other, ref.Name), Reason: rollout.ReasonCrossNamespace,
+					Kind: ref.Kind, Name: naming.Foreign(other, ref.Name), Reason: rollout.ReasonCrossNamespace,
 					Detail: fmt.Sprintf("%s %s/%s (%s) is in another namespace: following it needs a hash key (--hash-key-file), so that no plain digest of its values appears on workloads of namespace %s",
 						ref.Kind, other, ref.Name, firstUse(ref), ns),
 				})
 				continue
 			}
-			ref.Name = rollout.ForeignName(other, ref.Name)
+			ref.Name = naming.Foreign(other, ref.Name)
 			foreign = append(foreign, ref)
 		}
 	}
-	return referencerules.MergeRefs(referencerules.MergeRefs(refs, cons.Refs[ns]), foreign), problems
+	return refs.Merge(cons.Refs[ns]).Merge(foreign), problems
 }
 
 func firstUse(ref rollout.Ref) string {

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/internal/clusterview"
 	"github.com/hotcert/hotcert/rollout/internal/state"
 )
 
@@ -226,7 +227,7 @@ func mustGetSecret(t testing.TB, ns, name string) *corev1.Secret {
 // has not rolled out yet.
 func pendingChanges(t testing.TB, c *running, d *appsv1.Deployment) []state.Change {
 	t.Helper()
-	cfg, err := rollout.Compute(d.Namespace, rollout.PodSpecRefs(&d.Spec.Template.Spec), c.ctl.store.lookup(testContext(t), d.Namespace))
+	cfg, err := rollout.Compute(d.Namespace, rollout.PodSpecRefs(&d.Spec.Template.Spec), c.ctl.view.Store().Lookup(testContext(t), d.Namespace))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -581,7 +582,7 @@ func TestUnreferencedSecretsAreNeverCached(t *testing.T) {
 			for i := range 5 {
 				s := secret(ns, fmt.Sprintf("sh.helm.release.v1.app.v%d", i), map[string]string{"release": big})
 				s.Labels = map[string]string{"owner": "helm"}
-				s.Annotations = map[string]string{lastApplied: strings.Repeat("y", 100<<10)}
+				s.Annotations = map[string]string{corev1.LastAppliedConfigAnnotation: strings.Repeat("y", 100<<10)}
 				createSecret(t, s)
 			}
 			create(t, deployment(ns, "app", 0, envFrom("used", "a"), optIn))
@@ -602,11 +603,11 @@ func TestUnreferencedSecretsAreNeverCached(t *testing.T) {
 			case mode == CacheMetadata && reads > 2:
 				t.Errorf("%d Secret reads for 2 versions of the one referenced Secret", reads)
 			}
-			if keys := c.ctl.store.keys(rollout.KindSecret, ns); len(keys) != 1 || keys[0].name != "used" {
+			if keys := c.ctl.view.Store().Keys(rollout.KindSecret, ns); len(keys) != 1 || keys[0].Name != "used" {
 				t.Errorf("the controller keeps %v, want only the referenced Secret", keys)
 			}
 			// The referenced Secret is kept as digests, not data.
-			if o := c.ctl.store.current(objKey{rollout.KindSecret, ns, "used"}); o == nil || len(o.Keys) != 1 {
+			if o := c.ctl.view.Store().Current(clusterview.Key{Kind: rollout.KindSecret, Namespace: ns, Name: "used"}); o == nil || len(o.Keys) != 1 {
 				t.Errorf("digest of the referenced Secret: %+v", o)
 			}
 		})

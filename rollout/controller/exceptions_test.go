@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/internal/naming"
 )
 
 func annotate(key, value string) func(*corev1.Secret) {
@@ -68,7 +69,7 @@ func testIgnoreKeys(t *testing.T, o Options) {
 	updateSecret(t, ns, "s", annotate(rollout.AnnotationIgnoreKeys, "b"))
 	waitEvent(t, ns, "app", eventIgnored, "Secret s key b ignored from now on")
 	oneReplicaSet("adding the annotation")
-	if keys := getDeployment(t, ns, "app").Annotations[rollout.AnnotationAppliedKeys]; !strings.Contains(keys, `"Secret/s/b":"`+rollout.Ignored) {
+	if keys := getDeployment(t, ns, "app").Annotations[rollout.AnnotationAppliedKeys]; !strings.Contains(keys, `"Secret/s/b":"`+naming.Ignored) {
 		t.Fatalf("the recorded state does not say b is ignored: %s", keys)
 	}
 
@@ -91,7 +92,7 @@ func testIgnoreKeys(t *testing.T, o Options) {
 	waitEvent(t, ns, "app", eventIgnored, "Secret s key b counts again")
 	oneReplicaSet("removing the annotation")
 	d := getDeployment(t, ns, "app")
-	if keys := d.Annotations[rollout.AnnotationAppliedKeys]; strings.Contains(keys, rollout.Ignored) {
+	if keys := d.Annotations[rollout.AnnotationAppliedKeys]; strings.Contains(keys, naming.Ignored) {
 		t.Fatalf("the recorded state still ignores something: %s", keys)
 	}
 	if n := countEvents(t, ns, "app", eventRebased, ""); n != 0 {

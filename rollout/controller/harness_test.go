@@ -32,6 +32,7 @@ import (
 	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/internal/kubetest"
 	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/internal/clusterview"
 )
 
 // env is the control plane shared by this package's tests: a real etcd,
@@ -71,7 +72,7 @@ type running struct {
 	mgr    manager.Manager
 
 	seenMu sync.Mutex
-	seen   map[objKey]map[string]bool // versions of objects reconciles resolved
+	seen   map[clusterview.Key]map[string]bool // versions of objects reconciles resolved
 }
 
 type ctrlOptions = ctrl.Options
@@ -139,6 +140,7 @@ func startControllerIn(t testing.TB, rc *rest.Config, namespaces []string, o Opt
 	r := &running{t: t, ns: ns, reg: prometheus.NewRegistry(), done: make(chan error, 1), logs: &syncBuffer{}}
 	o.Registerer = r.reg
 	o.SkipNameValidation = true
+	o.Namespaces = namespaces
 	ctl, err := New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +149,7 @@ func startControllerIn(t testing.TB, rc *rest.Config, namespaces []string, o Opt
 	logger := logr.FromSlogHandler(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.Level(-1)}))
 	mo := ctrl.Options{
 		Logger:                 logger,
-		Cache:                  ctl.CacheOptions(namespaces...),
+		Cache:                  ctl.CacheOptions(),
 		NewCache:               ctl.NewCache,
 		Client:                 ctl.ClientOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -165,8 +167,8 @@ func startControllerIn(t testing.TB, rc *rest.Config, namespaces []string, o Opt
 	if err := ctl.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	r.seen = map[objKey]map[string]bool{}
-	ctl.shared.onLookup = func(_ string, k objKey, o *rollout.Object) {
+	r.seen = map[clusterview.Key]map[string]bool{}
+	ctl.shared.onLookup = func(_ string, k clusterview.Key, o *rollout.Object) {
 		rv := ""
 		if o != nil {
 			rv = o.ResourceVersion
@@ -222,7 +224,7 @@ func (r *running) counter(kind string, res result, why reason) int {
 func (r *running) digested(kind rollout.Kind, name, rv string) bool {
 	r.seenMu.Lock()
 	defer r.seenMu.Unlock()
-	return r.seen[objKey{kind, r.ns, name}][rv]
+	return r.seen[clusterview.Key{Kind: kind, Namespace: r.ns, Name: name}][rv]
 }
 
 // waitFor polls cond every 50 ms until it holds or pollTimeout passes.

@@ -10,6 +10,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -17,6 +18,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/internal/clusterview"
 )
 
 // helperEnv, when set to a SecretCache mode, makes the test binary run a
@@ -33,7 +37,7 @@ const (
 // memoryReport is what a helper process prints.
 type memoryReport struct {
 	Mode          string  `json:"mode"`
-	SettledRSSMiB float64 `json:"settled_rss_mib"` // VmRSS 5 s after sync, as the process left it
+	SettledRSSMiB float64 `json:"settled_rss_mib"` // VmRSS after sync (the helper's: once the initial reconciles are done; the binary's: 5 s after), as the process left it
 	RSSMiB        float64 `json:"rss_mib"`         // VmRSS after sync, after a forced GC
 	AnonMiB       float64 `json:"anon_mib"`        // its anonymous part (heap, stacks, runtime), without the binary's pages
 	PeakRSSMiB    float64 `json:"peak_rss_mib"`    // VmHWM: the peak, during the initial list
@@ -83,24 +87,50 @@ func memoryHelper() error {
 	if err := ctl.SetupWithManager(mgr); err != nil {
 		return err
 	}
+	// The workloads whose reconcile has resolved what they consume.
+	var mu sync.Mutex
+	reconciled := map[string]bool{}
+	ctl.shared.onLookup = func(workload string, _ clusterview.Key, _ *rollout.Object) {
+		mu.Lock()
+		defer mu.Unlock()
+		reconciled[workload] = true
+	}
+	settled := func() bool {
+		mu.Lock()
+		n := len(reconciled)
+		mu.Unlock()
+		return n >= want && queuesEmpty(ctl.metrics.queue)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	start := time.Now()
 	errc := make(chan error, 1)
 	go func() { errc <- mgr.Start(ctx) }()
-	for ctl.store.len() < want {
-		select {
-		case err := <-errc:
-			return fmt.Errorf("manager stopped: %v", err)
-		case <-time.After(50 * time.Millisecond):
+	wait := func(done func() bool, what func() string) error {
+		for !done() {
+			select {
+			case err := <-errc:
+				return fmt.Errorf("manager stopped: %v", err)
+			case <-time.After(50 * time.Millisecond):
+			}
+			if time.Since(start) > 5*time.Minute {
+				return fmt.Errorf("%s in 5 minutes", what())
+			}
 		}
-		if time.Since(start) > 5*time.Minute {
-			return fmt.Errorf("digested %d of %d objects in 5 minutes", ctl.store.len(), want)
-		}
+		return nil
+	}
+	if err := wait(func() bool { return ctl.view.Store().Len() >= want }, func() string {
+		return fmt.Sprintf("digested %d of %d objects", ctl.view.Store().Len(), want)
+	}); err != nil {
+		return err
 	}
 	synced := time.Since(start)
-	time.Sleep(5 * time.Second) // let the initial reconciles settle
-	settled, _, _, err := procMemory()
+	// The initial reconciles are done: every opted-in workload reconciled,
+	// no work queued.
+	if err := wait(settled, func() string { return "the initial reconciles did not settle" }); err != nil {
+		return err
+	}
+	settledRSS, _, _, err := procMemory()
 	if err != nil {
 		return err
 	}
@@ -120,10 +150,22 @@ func memoryHelper() error {
 		}
 	}
 	return json.NewEncoder(os.Stdout).Encode(memoryReport{
-		Mode: mode, SettledRSSMiB: settled, RSSMiB: rss, AnonMiB: anon, PeakRSSMiB: hwm,
+		Mode: mode, SettledRSSMiB: settledRSS, RSSMiB: rss, AnonMiB: anon, PeakRSSMiB: hwm,
 		HeapInuseMiB: float64(ms.HeapInuse) / (1 << 20), Goroutines: runtime.NumGoroutine(),
-		Digested: ctl.store.len(), SyncSeconds: synced.Seconds(),
+		Digested: ctl.view.Store().Len(), SyncSeconds: synced.Seconds(),
 	})
+}
+
+// queuesEmpty reports whether no controller of q's has work queued.
+func queuesEmpty(q *queueDepth) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, length := range q.queues {
+		if length() > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // procMemory reads VmRSS, RssAnon and VmHWM of this process, in MiB.

@@ -19,13 +19,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/internal/clusterview"
 	"github.com/hotcert/hotcert/rollout/internal/state"
 )
 
 // setupKind registers with mgr the reference index of kind k's workloads and
 // the controller that rolls them, reading and writing through cl: watching
 // its workloads, the Secrets and ConfigMaps they reference (through the
-// index, or the refWatcher), and the chains of ReferenceRules that reach
+// index, or the cluster view's Watcher), and the chains of ReferenceRules that reach
 // them. It works before and after mgr has started (a declared kind's
 // controller is added when its rule is first in use).
 func (c *Controller) setupKind(mgr manager.Manager, k workloadKind, cl client.Client) (*reconciler, error) {
@@ -34,8 +35,8 @@ func (c *Controller) setupKind(mgr manager.Manager, k workloadKind, cl client.Cl
 		return nil, fmt.Errorf("rollout: indexing %ss by reference: %w", k.name, err)
 	}
 	r := &reconciler{
-		kind: k, client: cl, api: mgr.GetAPIReader(), store: c.store, shared: c.shared, report: c.report,
-		opts: o, hashOpts: c.hashOpts, live: c.live, namespaces: c.namespaces,
+		kind: k, client: cl, api: mgr.GetAPIReader(), store: c.view.Store(), shared: c.shared, report: c.report,
+		opts: o, hashOpts: c.hashOpts, live: c.live, namespaces: o.Namespaces,
 		waitingSince: map[string]time.Time{}, dryBaseline: map[string]state.State{},
 	}
 	name := "hotcert-" + strings.ToLower(k.name)
@@ -72,11 +73,11 @@ func (c *Controller) setupKind(mgr manager.Manager, k workloadKind, cl client.Cl
 		b = b.WatchesRawSource(c.live.Source(k.name))
 	}
 	if c.watcher != nil {
-		b = b.WatchesRawSource(&refSource{w: c.watcher, mapper: mapper})
+		b = b.WatchesRawSource(c.watcher.Source(mapper))
 	} else {
 		for _, kind := range []rollout.Kind{rollout.KindSecret, rollout.KindConfigMap} {
 			// Resyncs carry the same resourceVersion: nothing changed.
-			b = b.Watches(newDataObject(kind), handler.EnqueueRequestsFromMapFunc(mapper(kind)),
+			b = b.Watches(clusterview.NewObject(kind), handler.EnqueueRequestsFromMapFunc(mapper(kind)),
 				builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}))
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/internal/clusterview"
 )
 
 // Defaults of [Options].
@@ -53,6 +54,17 @@ const (
 // difference.
 const cacheFull SecretCache = "full"
 
+// viewMode is the cluster view's mode for c.
+func (c SecretCache) viewMode() clusterview.Mode {
+	switch c {
+	case CacheMetadata:
+		return clusterview.Metadata
+	case cacheFull:
+		return clusterview.Full
+	}
+	return clusterview.Referenced
+}
+
 // Options configure the rollout controller. The zero value is usable: every zero
 // field takes its default (see Default).
 type Options struct {
@@ -89,9 +101,12 @@ type Options struct {
 	// installed, and the controller must be able to read the kinds the rules
 	// name.
 	ReferenceRules bool
+	// Namespaces, if set, restricts the controller to these namespaces
+	// (default: all): only their Secrets, ConfigMaps and workloads are
+	// watched.
+	Namespaces []string
 	// NamespaceSelector, if set, restricts the controller to the namespaces
-	// whose labels match it (and, if CacheOptions is given namespaces, that
-	// are among them): Secrets, ConfigMaps and workloads of other namespaces
+	// whose labels match it (and, with Namespaces, that are among them): Secrets, ConfigMaps and workloads of other namespaces
 	// are not watched, so the API server never sends them. A namespace is
 	// picked up when it starts matching and dropped when it stops, while the
 	// controller runs. The manager must be built with NewCache.
@@ -110,7 +125,7 @@ type Options struct {
 	HashKey []byte
 	// Webhook, if its Addr is set, serves the admission webhook that keeps the
 	// stamp and the controller's state when an owner controller rewrites a
-	// workload (see package rollout/chain/webhook), on every replica.
+	// workload (see package rollout/webhook), on every replica.
 	Webhook Webhook
 	// MaxConcurrentReconciles per workload kind (default DefaultMaxConcurrency).
 	MaxConcurrentReconciles int

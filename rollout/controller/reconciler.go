@@ -19,6 +19,8 @@ import (
 
 	"github.com/hotcert/hotcert/rollout"
 	"github.com/hotcert/hotcert/rollout/internal/budget"
+	"github.com/hotcert/hotcert/rollout/internal/clusterview"
+	"github.com/hotcert/hotcert/rollout/internal/naming"
 	"github.com/hotcert/hotcert/rollout/internal/referencerules"
 	"github.com/hotcert/hotcert/rollout/internal/state"
 )
@@ -31,7 +33,7 @@ type reconciler struct {
 	kind     workloadKind
 	client   client.Client // reads from the cache, writes to the API server
 	api      client.Reader // uncached reads
-	store    *store
+	store    *clusterview.Store
 	shared   *shared
 	report   *reporter
 	opts     Options
@@ -73,7 +75,7 @@ type shared struct {
 	kinds func() []workloadKind
 	// onLookup, for tests, sees every object a reconcile resolves (nil when
 	// the object is missing).
-	onLookup func(workload string, k objKey, o *rollout.Object)
+	onLookup func(workload string, k clusterview.Key, o *rollout.Object)
 
 	seedMu sync.Mutex
 	seeded bool
@@ -81,16 +83,16 @@ type shared struct {
 
 // lookup reads the Secrets and ConfigMaps of namespace from st for the
 // workload key, through the onLookup hook when a test set one.
-func (s *shared) lookup(ctx context.Context, st *store, namespace, key string) rollout.Lookup {
-	lookup := st.lookup(ctx, namespace)
+func (s *shared) lookup(ctx context.Context, st *clusterview.Store, namespace, key string) rollout.Lookup {
+	lookup := st.Lookup(ctx, namespace)
 	hook := s.onLookup
 	if hook == nil {
 		return lookup
 	}
 	return func(kind rollout.Kind, name string) (*rollout.Object, error) {
 		o, err := lookup(kind, name)
-		ns, n := rollout.SplitName(namespace, name)
-		hook(key, objKey{kind, ns, n}, o)
+		ns, n := naming.Split(namespace, name)
+		hook(key, clusterview.Key{Kind: kind, Namespace: ns, Name: n}, o)
 		return o, err
 	}
 }
@@ -447,7 +449,6 @@ func (r *reconciler) roll(ctx context.Context, w *workload, what string) error {
 		result: resultRolled, reason: reasonConfigChanged, event: eventRolled,
 		note: fmt.Sprintf("rolled: %s (config hash %s)", what, short(w.cfg.Hash)),
 	})
-	r.report.settled(w.key)
 	log.FromContext(ctx).Info("rolled", "changes", what, "hash", w.cfg.Hash)
 	return nil
 }
@@ -599,7 +600,7 @@ func describeRefs(refs rollout.Refs) string {
 			names = append(names, fmt.Sprintf("and %d more", len(refs)-i))
 			break
 		}
-		names = append(names, string(r.Kind)+" "+rollout.DisplayName(r.Name))
+		names = append(names, string(r.Kind)+" "+naming.Display(r.Name))
 	}
 	return strings.Join(names, ", ")
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/internal/clusterview"
 )
 
 // requestLog records the list and watch requests a controller sends to the
@@ -147,7 +148,7 @@ func TestNamespaceSelector(t *testing.T) {
 	if got := cachedDeployments(t, c, out); len(got) != 0 {
 		t.Errorf("the cache holds %v of namespace %s, out of scope", got, out)
 	}
-	if keys := c.ctl.store.keys(rollout.KindSecret, out); len(keys) != 0 {
+	if keys := c.ctl.view.Store().Keys(rollout.KindSecret, out); len(keys) != 0 {
 		t.Errorf("the controller keeps %v of namespace %s, out of scope", keys, out)
 	}
 	if d := getDeployment(t, out, "app"); d.Annotations[rollout.AnnotationAppliedHash] != "" {
@@ -165,7 +166,7 @@ func TestNamespaceSelector(t *testing.T) {
 	// told and not rolled.
 	labelNamespace(t, in, key, nil)
 	waitFor(t, "namespace "+in+" to be dropped", func() (bool, error) {
-		return len(cachedDeployments(t, c, in)) == 0 && len(c.ctl.store.keys(rollout.KindSecret, in)) == 0, nil
+		return len(cachedDeployments(t, c, in)) == 0 && len(c.ctl.view.Store().Keys(rollout.KindSecret, in)) == 0, nil
 	})
 	waitEvent(t, in, "app", eventOutOfScope, "namespace selector")
 	mark := log.len()
@@ -223,7 +224,7 @@ func TestWorkloadSelector(t *testing.T) {
 	if got := cachedDeployments(t, c, ns); !slices.Equal(got, []string{"in", "other"}) {
 		t.Errorf("cached Deployments %v, want [in other]", got)
 	}
-	if keys := c.ctl.store.keys(rollout.KindSecret, ns); slices.ContainsFunc(keys, func(k objKey) bool { return k.name == "out" }) {
+	if keys := c.ctl.view.Store().Keys(rollout.KindSecret, ns); slices.ContainsFunc(keys, func(k clusterview.Key) bool { return k.Name == "out" }) {
 		t.Errorf("the controller keeps the Secret of an unselected workload: %v", keys)
 	}
 

@@ -4,34 +4,33 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/hotcert/hotcert/rollout"
 	"github.com/hotcert/hotcert/rollout/internal/budget"
+	"github.com/hotcert/hotcert/rollout/internal/clusterview"
 	"github.com/hotcert/hotcert/rollout/internal/referencerules"
 )
 
 // Controller is the rollout controller. Build it with New, configure the
-// manager with its CacheOptions and ClientOptions, then SetupWithManager.
+// manager with its CacheOptions, NewCache and ClientOptions, then
+// SetupWithManager.
 type Controller struct {
 	opts        Options
 	metrics     *metrics
-	store       *store
+	view        *clusterview.View // what the controller watches and keeps, built once in New
 	shared      *shared
 	report      *reporter
-	namespaces  []string
-	scope       *nsScope // nil without Options.NamespaceSelector (see NewCache)
 	cacheReader atomic.Pointer[client.Reader]
 	live        *referencerules.Live // nil unless Options.ReferenceRules
 	webhook     *webhookServer       // nil unless Options.Webhook.Addr
-	// hashOpts and watcher are what every kind's controller is built with;
-	// targets, the kinds ReferenceRules declare (see targets.go).
+	// hashOpts and watcher are what every kind's controller is built with
+	// (watcher is nil in cacheFull mode); targets, the kinds ReferenceRules
+	// declare (see targets.go).
 	hashOpts []rollout.HashOption
-	watcher  *refWatcher
+	watcher  *clusterview.Watcher
 	targets  targets
 }
 
@@ -52,8 +51,17 @@ func New(o Options) (*Controller, error) {
 			return nil, err
 		}
 	}
-	c.store = &store{mode: o.SecretCache, clock: o.Clock, entries: map[objKey]*entry{}, isReferenced: c.isReferenced}
-	m, err := newMetrics(o.Registerer, o.MetricsPrefix, func() float64 { return float64(c.store.len()) })
+	c.view = clusterview.New(clusterview.Config{
+		Mode:              o.SecretCache.viewMode(),
+		Namespaces:        o.Namespaces,
+		NamespaceSelector: o.NamespaceSelector,
+		WorkloadSelector:  o.WorkloadSelector,
+		Managed:           func(obj client.Object) bool { return optedIn(obj) || hasState(obj) },
+		IsReferenced:      c.isReferenced,
+		Reads:             func(k rollout.Kind) { c.metrics.reads.WithLabelValues(string(k)).Inc() },
+		Clock:             o.Clock,
+	})
+	m, err := newMetrics(o.Registerer, o.MetricsPrefix, func() float64 { return float64(c.view.Store().Len()) })
 	if err != nil {
 		if c.webhook != nil {
 			c.webhook.close()
@@ -61,7 +69,6 @@ func New(o Options) (*Controller, error) {
 		return nil, err
 	}
 	c.metrics = m
-	c.store.reads = func(k rollout.Kind) { m.reads.WithLabelValues(string(k)).Inc() }
 	return c, nil
 }
 
@@ -69,12 +76,13 @@ func New(o Options) (*Controller, error) {
 // ConfigMaps each opted-in workload references, and one controller per workload
 // kind (Deployment, StatefulSet, DaemonSet) watching its workloads and, through
 // the index, the objects they reference. mgr must have been built with
-// c.CacheOptions and c.ClientOptions (hotcert-controller does it).
+// c.CacheOptions and c.ClientOptions, and with c.NewCache under
+// Options.NamespaceSelector (hotcert-controller does it).
 func (c *Controller) SetupWithManager(mgr manager.Manager) error {
 	o := c.opts
 	var cacheReader client.Reader = mgr.GetCache()
 	c.cacheReader.Store(&cacheReader)
-	c.store.cache, c.store.api = mgr.GetCache(), mgr.GetAPIReader()
+	c.view.Store().SetReaders(mgr.GetCache(), mgr.GetAPIReader())
 	if c.webhook != nil {
 		c.webhook.useLogger(mgr.GetLogger().WithName("webhook"))
 		if err := mgr.Add(c.webhook); err != nil {
@@ -89,10 +97,9 @@ func (c *Controller) SetupWithManager(mgr manager.Manager) error {
 			return err
 		}
 	}
-	var watcher *refWatcher
 	if o.SecretCache != cacheFull {
-		watcher = newRefWatcher(o.SecretCache, c.namespaces, c.scope, c.store, mgr.GetConfig())
-		if err := mgr.Add(watcher); err != nil {
+		c.watcher = c.view.NewWatcher(mgr.GetConfig())
+		if err := mgr.Add(c.watcher); err != nil {
 			return err
 		}
 	}
@@ -108,7 +115,7 @@ func (c *Controller) SetupWithManager(mgr manager.Manager) error {
 		hashOpts = append(hashOpts, rollout.WithHashKey(o.HashKey))
 	}
 
-	c.hashOpts, c.watcher = hashOpts, watcher
+	c.hashOpts = hashOpts
 	for _, k := range workloadKinds {
 		if _, err := c.setupKind(mgr, k, mgr.GetClient()); err != nil {
 			return err
@@ -117,21 +124,16 @@ func (c *Controller) SetupWithManager(mgr manager.Manager) error {
 	if c.live != nil {
 		c.followTargets(mgr)
 	}
-	if err := c.setupSubPath(mgr, watcher, hashOpts); err != nil {
+	if err := c.setupSubPath(mgr, hashOpts); err != nil {
 		return err
 	}
 	return nil
 }
 
-func metadataObject(kind rollout.Kind) *metav1.PartialObjectMetadata {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(string(kind)))
-	return m
-}
-
 // setupReferenceRules starts following ReferenceRules (see package
 // rollout/chain) in the controller's namespaces.
 func (c *Controller) setupReferenceRules(mgr manager.Manager) error {
+	o := c.opts
 	dyn, err := dynamic.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return fmt.Errorf("rollout: ReferenceRules: %w", err)
@@ -139,10 +141,10 @@ func (c *Controller) setupReferenceRules(mgr manager.Manager) error {
 	opts := []referencerules.LiveOption{referencerules.WithLogger(mgr.GetLogger().WithName("referencerules"))}
 	ns := ""
 	switch {
-	case len(c.namespaces) == 1:
-		ns = c.namespaces[0]
-	case len(c.namespaces) > 1:
-		opts = append(opts, referencerules.WithNamespaces(c.namespaces...))
+	case len(o.Namespaces) == 1:
+		ns = o.Namespaces[0]
+	case len(o.Namespaces) > 1:
+		opts = append(opts, referencerules.WithNamespaces(o.Namespaces...))
 	}
 	c.live = referencerules.NewLive(dyn, mgr.GetRESTMapper(), ns, opts...)
 	if err := mgr.Add(c.live); err != nil {

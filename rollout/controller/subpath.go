@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/internal/clusterview"
 	"github.com/hotcert/hotcert/rollout/internal/state"
 )
 
@@ -35,8 +36,8 @@ import (
 // the new content.
 //
 // Such workloads are cached as metadata plus a compact record of their subPath
-// consumption (see subPathTemplate); subPathIndex maps each consumed object to
-// them, and the refWatcher keeps the objects' digests, as it does for opted-in
+// consumption (see clusterview.SubPathTemplate); subPathIndex maps each consumed object to
+// them, and the cluster view keeps the objects' digests, as it does for opted-in
 // workloads. What was last seen of each workload's subPath content is kept in
 // memory only: a change made while no controller ran is not warned about.
 
@@ -49,109 +50,6 @@ const subPathIndex = "hotcert.dev/subpath"
 // running pods keep the old content.
 const eventSubPath eventReason = "SubPathNotUpdated"
 
-// subPathTemplate is what the cache keeps of the pod template of a workload that
-// is not managed: only its volumes that a container mounts with subPath, each
-// reduced to what those mounts reach (see subPathVolumes), and no container, so
-// that nothing takes it for a whole pod template.
-func subPathTemplate(t *corev1.PodTemplateSpec) corev1.PodTemplateSpec {
-	if len(t.Spec.Containers) == 0 {
-		// Reduced already.
-		return corev1.PodTemplateSpec{Spec: corev1.PodSpec{Volumes: t.Spec.Volumes}}
-	}
-	return corev1.PodTemplateSpec{Spec: corev1.PodSpec{Volumes: subPathVolumes(&t.Spec)}}
-}
-
-// subPathVolumes returns the volumes of spec that a container or init
-// container mounts with subPath or subPathExpr, each reduced to the Secret and
-// ConfigMap items such mounts reach: the items whose path is the subPath or
-// lies under it, or, for a source without items (whose paths are its keys),
-// an item for the key the subPath names. subPathExpr is expanded in the pod
-// only, so a volume it mounts is kept whole.
-func subPathVolumes(spec *corev1.PodSpec) []corev1.Volume {
-	paths := map[string][]string{} // volume -> subPaths
-	expr := map[string]bool{}      // volume -> mounted with subPathExpr
-	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
-		for _, c := range cs {
-			for _, m := range c.VolumeMounts {
-				switch {
-				case m.SubPathExpr != "":
-					expr[m.Name] = true
-				case m.SubPath != "":
-					paths[m.Name] = append(paths[m.Name], m.SubPath)
-				}
-			}
-		}
-	}
-	var out []corev1.Volume
-	for _, v := range spec.Volumes {
-		ps, whole := paths[v.Name], expr[v.Name]
-		if len(ps) == 0 && !whole {
-			continue
-		}
-		reduce := func(items []corev1.KeyToPath) []corev1.KeyToPath {
-			if whole {
-				return items
-			}
-			return subPathItems(items, ps)
-		}
-		kept := corev1.Volume{Name: v.Name}
-		switch {
-		case v.Secret != nil:
-			if items := reduce(v.Secret.Items); whole || len(items) > 0 {
-				kept.Secret = &corev1.SecretVolumeSource{SecretName: v.Secret.SecretName, Items: items, Optional: v.Secret.Optional}
-			}
-		case v.ConfigMap != nil:
-			if items := reduce(v.ConfigMap.Items); whole || len(items) > 0 {
-				kept.ConfigMap = &corev1.ConfigMapVolumeSource{LocalObjectReference: v.ConfigMap.LocalObjectReference, Items: items, Optional: v.ConfigMap.Optional}
-			}
-		case v.Projected != nil:
-			var srcs []corev1.VolumeProjection
-			for _, src := range v.Projected.Sources {
-				if s := src.Secret; s != nil {
-					if items := reduce(s.Items); whole || len(items) > 0 {
-						srcs = append(srcs, corev1.VolumeProjection{Secret: &corev1.SecretProjection{LocalObjectReference: s.LocalObjectReference, Items: items, Optional: s.Optional}})
-					}
-				}
-				if c := src.ConfigMap; c != nil {
-					if items := reduce(c.Items); whole || len(items) > 0 {
-						srcs = append(srcs, corev1.VolumeProjection{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: c.LocalObjectReference, Items: items, Optional: c.Optional}})
-					}
-				}
-			}
-			if len(srcs) > 0 {
-				kept.Projected = &corev1.ProjectedVolumeSource{Sources: srcs}
-			}
-		}
-		if kept.Secret != nil || kept.ConfigMap != nil || kept.Projected != nil {
-			out = append(out, kept)
-		}
-	}
-	return out
-}
-
-// subPathItems returns the items of a source that the subPaths reach. Without
-// items, a source's files are its keys, at its top level (behind the
-// kubelet's "..data" link): the key is the subPath's first element.
-func subPathItems(items []corev1.KeyToPath, subPaths []string) []corev1.KeyToPath {
-	var out []corev1.KeyToPath
-	for _, p := range subPaths {
-		p = strings.TrimPrefix(strings.Trim(p, "/"), "..data/")
-		if len(items) == 0 {
-			if key, _, _ := strings.Cut(p, "/"); key != "" && !strings.HasPrefix(key, "..") {
-				out = append(out, corev1.KeyToPath{Key: key, Path: key})
-			}
-			continue
-		}
-		for _, it := range items {
-			if path := strings.Trim(it.Path, "/"); path == p || strings.HasPrefix(path, p+"/") {
-				out = append(out, it)
-			}
-		}
-	}
-	slices.SortFunc(out, func(a, b corev1.KeyToPath) int { return strings.Compare(a.Key+"/"+a.Path, b.Key+"/"+b.Path) })
-	return slices.CompactFunc(out, func(a, b corev1.KeyToPath) bool { return a.Key == b.Key && a.Path == b.Path })
-}
-
 // subPathRefs returns what a workload that is not managed consumes through
 // subPath (nil for a managed one: it is rolled).
 func subPathRefs(obj client.Object) rollout.Refs {
@@ -162,11 +60,8 @@ func subPathRefs(obj client.Object) rollout.Refs {
 	if t == nil {
 		return nil
 	}
-	vols := t.Spec.Volumes
-	if len(t.Spec.Containers) > 0 {
-		// A whole pod template (not from the cache).
-		vols = subPathVolumes(&t.Spec)
-	}
+	// A whole pod template (not from the cache) or one the cache reduced.
+	vols := clusterview.SubPathTemplate(t).Spec.Volumes
 	if len(vols) == 0 {
 		return nil
 	}
@@ -177,7 +72,7 @@ func subPathRefs(obj client.Object) rollout.Refs {
 type subPathWatch struct {
 	kind     workloadKind
 	cache    client.Reader
-	store    *store
+	store    *clusterview.Store
 	report   *reporter
 	hashOpts []rollout.HashOption
 	chained  func(kind string, obj client.Object) bool
@@ -188,30 +83,26 @@ type subPathWatch struct {
 }
 
 // setupSubPath registers the subPath index and one warning controller per
-// workload kind, fed by watcher (nil: the manager's cache watches Secrets and
-// ConfigMaps), and makes the store keep the digests of what subPath
-// consumers mount.
-func (c *Controller) setupSubPath(mgr manager.Manager, watcher *refWatcher, hashOpts []rollout.HashOption) error {
-	referenced := c.store.isReferenced
-	c.store.isReferenced = func(kind rollout.Kind, ns, name string) bool {
-		return referenced(kind, ns, name) || subPathReferenced(mgr.GetCache(), kind, ns, name)
-	}
+// workload kind, fed by the cluster view's Watcher (none: the manager's cache
+// watches Secrets and ConfigMaps). The view keeps the digests of what subPath
+// consumers mount (see isReferenced).
+func (c *Controller) setupSubPath(mgr manager.Manager, hashOpts []rollout.HashOption) error {
 	for _, k := range workloadKinds {
 		if err := mgr.GetFieldIndexer().IndexField(context.Background(), k.newObj(), subPathIndex, rollout.RefIndexer(subPathRefs)); err != nil {
 			return fmt.Errorf("rollout: indexing %ss by subPath consumption: %w", k.name, err)
 		}
-		w := &subPathWatch{kind: k, cache: mgr.GetCache(), store: c.store, report: c.report, hashOpts: hashOpts,
+		w := &subPathWatch{kind: k, cache: mgr.GetCache(), store: c.view.Store(), report: c.report, hashOpts: hashOpts,
 			chained: c.chained, shared: c.shared, seen: map[string]map[string]string{}}
 		mapper := func(kind rollout.Kind) handler.MapFunc { return subPathReferrers(mgr.GetCache(), kind, k) }
 		b := ctrl.NewControllerManagedBy(mgr).
 			Named("hotcert-subpath-"+strings.ToLower(k.name)).
 			For(k.newObj(), builder.WithPredicates(subPathChanges())).
 			WithOptions(controller.Options{SkipNameValidation: ptr.To(c.opts.SkipNameValidation)})
-		if watcher != nil {
-			b = b.WatchesRawSource(&refSource{w: watcher, mapper: mapper})
+		if c.watcher != nil {
+			b = b.WatchesRawSource(c.watcher.Source(mapper))
 		} else {
 			for _, kind := range []rollout.Kind{rollout.KindSecret, rollout.KindConfigMap} {
-				b = b.Watches(newDataObject(kind), handler.EnqueueRequestsFromMapFunc(mapper(kind)),
+				b = b.Watches(clusterview.NewObject(kind), handler.EnqueueRequestsFromMapFunc(mapper(kind)),
 					builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}))
 			}
 		}

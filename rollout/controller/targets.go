@@ -161,25 +161,3 @@ var errNotDeclared = errNoRule{}
 type errNoRule struct{}
 
 func (errNoRule) Error() string { return "no ReferenceRule in use declares this kind any more" }
-
-// targetTransform is the cache's transform of every object it has no
-// transform of its own for (stripMetadata), and of objects of declared kinds:
-// one that is neither opted in nor managed keeps only its metadata, as
-// workloadTransform keeps of the built-in kinds, since no decision reads its
-// spec or status until it is (a ReferenceRule's chain that reaches it reads
-// it from the API server).
-func targetTransform(obj any) (any, error) {
-	if _, err := stripMetadata(obj); err != nil {
-		return nil, err
-	}
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok || optedIn(u) || hasState(u) {
-		return obj, nil
-	}
-	for k := range u.Object {
-		if k != "apiVersion" && k != "kind" && k != "metadata" {
-			delete(u.Object, k)
-		}
-	}
-	return u, nil
-}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/internal/clusterview"
 )
 
 // Trust guard reasons (the metric's reason label of a trust deferral). Object
@@ -43,10 +44,10 @@ type trustConflict struct {
 // change is pending, and keeps none of their data.
 func (r *reconciler) trustGuard(ctx context.Context, w *workload) ([]trustConflict, error) {
 	ns := w.obj.GetNamespace()
-	g := &guardReads{r: r, ctx: ctx, ns: ns, data: map[objKey]map[string][]byte{}}
+	g := &guardReads{r: r, ctx: ctx, ns: ns, data: map[clusterview.Key]map[string][]byte{}}
 	var out []trustConflict
 	seen := map[string]bool{}
-	check := func(server string, b rollout.TrustRef, why reason) error {
+	check := func(server string, b trustRef, why reason) error {
 		pair := server + "|" + b.String()
 		if seen[pair] {
 			return nil
@@ -85,7 +86,7 @@ func (r *reconciler) trustGuard(ctx context.Context, w *workload) ([]trustConfli
 				return nil, err
 			}
 			if v, ok := ann[rollout.AnnotationTrustedBy]; ok {
-				bundles, err := rollout.ParseTrustedBy(v)
+				bundles, err := parseTrustedBy(v)
 				if err != nil {
 					r.report.warnAnnotation(w.obj, w.key, fmt.Errorf("Secret %s/%s: %w", ns, ref.Name, err))
 				}
@@ -123,14 +124,14 @@ type guardReads struct {
 	r    *reconciler
 	ctx  context.Context
 	ns   string
-	data map[objKey]map[string][]byte
+	data map[clusterview.Key]map[string][]byte
 	meta map[string]map[string]string // Secret name → annotations
 	decl []declaration
 }
 
 type declaration struct {
 	secret  string
-	bundles []rollout.TrustRef
+	bundles []trustRef
 }
 
 func (g *guardReads) list() error {
@@ -145,7 +146,7 @@ func (g *guardReads) list() error {
 	for _, s := range items {
 		g.meta[s.Name] = s.Annotations
 		if v, ok := s.Annotations[rollout.AnnotationTrustedBy]; ok {
-			if b, err := rollout.ParseTrustedBy(v); err == nil {
+			if b, err := parseTrustedBy(v); err == nil {
 				g.decl = append(g.decl, declaration{secret: s.Name, bundles: b})
 			}
 		}
@@ -157,7 +158,7 @@ func (g *guardReads) list() error {
 // the controller's watch keeps their declarations (no request), or else
 // listed (metadata).
 func (g *guardReads) trustedBy() ([]metav1.PartialObjectMetadata, error) {
-	if m, ok := g.r.store.trustedBy(g.ns); ok {
+	if m, ok := g.r.store.TrustedBy(g.ns); ok {
 		out := make([]metav1.PartialObjectMetadata, 0, len(m))
 		for name, v := range m {
 			out = append(out, metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{rollout.AnnotationTrustedBy: v}}})
@@ -189,13 +190,13 @@ func (g *guardReads) declarations() ([]declaration, error) {
 
 // get returns the data of an object (nil when it does not exist).
 func (g *guardReads) get(kind rollout.Kind, name string) (map[string][]byte, error) {
-	k := objKey{kind, g.ns, name}
+	k := clusterview.Key{Kind: kind, Namespace: g.ns, Name: name}
 	if d, ok := g.data[k]; ok {
 		return d, nil
 	}
-	obj := newDataObject(kind)
+	obj := clusterview.NewObject(kind)
 	var d map[string][]byte
-	g.r.store.reads(kind)
+	g.r.report.metrics.reads.WithLabelValues(string(kind)).Inc()
 	if err := g.r.api.Get(g.ctx, client.ObjectKey{Namespace: g.ns, Name: name}, obj); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("reading %s %s/%s for the trust guard: %w", kind, g.ns, name, err)
@@ -238,4 +239,33 @@ func (r *reconciler) deferUntilTrusted(w *workload, what string, conflicts []tru
 		note: note,
 	})
 	return reconcile.Result{RequeueAfter: r.opts.TrustRecheck}
+}
+
+// trustRef is one bundle named by rollout.AnnotationTrustedBy.
+type trustRef struct {
+	Kind rollout.Kind
+	Name string
+	Key  string
+}
+
+func (t trustRef) String() string { return fmt.Sprintf("%s %s key %s", t.Kind, t.Name, t.Key) }
+
+// parseTrustedBy parses the value of rollout.AnnotationTrustedBy.
+func parseTrustedBy(value string) ([]trustRef, error) {
+	var out []trustRef
+	for part := range strings.SplitSeq(value, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		f := strings.Split(part, "/")
+		if len(f) != 3 || f[1] == "" || f[2] == "" || (rollout.Kind(f[0]) != rollout.KindConfigMap && rollout.Kind(f[0]) != rollout.KindSecret) {
+			return nil, fmt.Errorf("%s=%q: want Kind/name/key with Kind ConfigMap or Secret, comma-separated", rollout.AnnotationTrustedBy, value)
+		}
+		out = append(out, trustRef{Kind: rollout.Kind(f[0]), Name: f[1], Key: f[2]})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s=%q names no bundle", rollout.AnnotationTrustedBy, value)
+	}
+	return out, nil
 }

@@ -129,3 +129,15 @@ func TestTrustGuardDroppedIssuerDefersUntilLeafMoves(t *testing.T) {
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 func objectKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
+
+func TestParseTrustedBy(t *testing.T) {
+	got, err := parseTrustedBy("ConfigMap/ca/ca.crt, Secret/trust/bundle.pem")
+	if err != nil || len(got) != 2 || got[0] != (trustRef{rollout.KindConfigMap, "ca", "ca.crt"}) || got[1] != (trustRef{rollout.KindSecret, "trust", "bundle.pem"}) {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "ConfigMap/ca", "Pod/x/y", "ConfigMap//k", "ConfigMap/ca/ca.crt/x"} {
+		if _, err := parseTrustedBy(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -15,11 +15,11 @@ import (
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/httptls"
 	tlsmetrics "github.com/hotcert/hotcert/metrics"
-	"github.com/hotcert/hotcert/rollout/chain/webhook"
+	"github.com/hotcert/hotcert/rollout/webhook"
 	"github.com/hotcert/hotcert/source/file"
 )
 
-// webhookServer serves the admission webhook of package rollout/chain/webhook
+// webhookServer serves the admission webhook of package rollout/webhook
 // over TLS, with its certificate hot-reloaded by hotcert (a cert-manager
 // renewal is served at the next handshake, no restart). It runs on every
 // replica: the API server may call any of them.

@@ -28,7 +28,7 @@ type workloadKind struct {
 	// progress judges obj's latest rollout.
 	progress func(obj client.Object) progress.Progress
 	// stripped reports whether obj is cached without its spec: workloads that
-	// are not managed are (see workloadTransform, targetTransform), so one
+	// are not managed are (see clusterview.View.CacheOptions), so one
 	// a ReferenceRule reaches, not adopted yet, is read again.
 	stripped func(obj client.Object) bool
 	// declared, for a kind a ReferenceRule declares, reports whether a rule

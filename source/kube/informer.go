@@ -114,11 +114,3 @@ func (f *follower) followed(ctx context.Context, err error, changed func()) {
 		changed()
 	}
 }
-
-// cachedObjects returns how many objects the informer holds.
-func (f *follower) cachedObjects() int {
-	if st := f.store.Load(); st != nil {
-		return len((*st).ListKeys())
-	}
-	return 0
-}

@@ -85,7 +85,7 @@ func Run(ctx context.Context, cfg *options.Config, logger logr.Logger) error {
 	}
 	mo := cfg.Manager
 	mo.Logger = logger
-	mo.Cache = ctl.CacheOptions(cfg.Namespaces...)
+	mo.Cache = ctl.CacheOptions()
 	mo.NewCache = ctl.NewCache
 	mo.Client = ctl.ClientOptions()
 	mgr, err := ctrl.NewManager(cfg.REST, mo)

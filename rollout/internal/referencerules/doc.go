@@ -21,7 +21,7 @@
 // manager.Runnable; without the ReferenceRule CRD it waits for it), and adapts
 // it to controller-runtime: [Live.MapData] maps a Secret or ConfigMap event to
 // workloads, [Live.Source] enqueues the workloads a custom-resource change
-// reaches, and [MergeRefs] merges what the chains consume with what the pod
-// spec consumes; [StatusWriter] writes each rule's Ready condition from Live's
-// results.
+// reaches, and [StatusWriter] writes each rule's Ready condition from Live's
+// results. What the chains consume is merged with what the pod spec consumes
+// by [rollout.Refs.Merge].
 package referencerules

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -515,19 +514,6 @@ func setAside(bad map[string]error) error {
 	return fmt.Errorf("referencerules: %d ReferenceRule(s) set aside, the others are in use: %w", len(bad), errors.Join(errs...))
 }
 
-// Workloads returns every workload the graph's objects run.
-func (r *Resolver) Workloads() []WorkloadRef {
-	var start []node
-	for gk, inf := range r.crs {
-		for _, o := range inf.GetStore().List() {
-			if u := asUnstructured(o); u != nil {
-				start = append(start, node{gk, u})
-			}
-		}
-	}
-	return r.reach(start)
-}
-
 // WorkloadsOf is Resolver.WorkloadsOf on the current Resolver.
 func (l *Live) WorkloadsOf(kind rollout.Kind, namespace, name string) []WorkloadRef {
 	if r := l.Resolver(); r != nil {
@@ -591,61 +577,6 @@ func (l *Live) requests(ws []WorkloadRef, kind string) []reconcile.Request {
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: w.Namespace, Name: w.Name}})
 		}
 	}
-	return out
-}
-
-// MergeRefs merges two sets of references of one namespace (a workload's pod
-// spec and its chains): one Ref per object, every key of both, All if either
-// consumes all, optional only if optional in both.
-func MergeRefs(a, b rollout.Refs) rollout.Refs {
-	m := map[refKey]*rollout.Ref{}
-	var order []refKey
-	for _, r := range slices.Concat(a, b) {
-		k := refKey{Kind: r.Kind, Name: r.Name}
-		cur := m[k]
-		if cur == nil {
-			c := r
-			c.Keys = slices.Clone(r.Keys)
-			c.Uses = slices.Clone(r.Uses)
-			m[k] = &c
-			order = append(order, k)
-			continue
-		}
-		cur.All = cur.All || r.All
-		cur.Optional = cur.Optional && r.Optional
-		for _, kr := range r.Keys {
-			if i := slices.IndexFunc(cur.Keys, func(x rollout.KeyRef) bool { return x.Key == kr.Key }); i >= 0 {
-				cur.Keys[i].Optional = cur.Keys[i].Optional && kr.Optional
-			} else {
-				cur.Keys = append(cur.Keys, kr)
-			}
-		}
-		for _, u := range r.Uses {
-			if !slices.Contains(cur.Uses, u) {
-				cur.Uses = append(cur.Uses, u)
-			}
-		}
-	}
-	out := make(rollout.Refs, 0, len(order))
-	for _, k := range order {
-		r := m[k]
-		slices.SortFunc(r.Keys, func(x, y rollout.KeyRef) int {
-			if x.Key < y.Key {
-				return -1
-			}
-			if x.Key > y.Key {
-				return 1
-			}
-			return 0
-		})
-		out = append(out, *r)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Kind != out[j].Kind {
-			return out[i].Kind < out[j].Kind
-		}
-		return out[i].Name < out[j].Name
-	})
 	return out
 }
 

@@ -178,24 +178,6 @@ func TestLiveFollowsReferenceRules(t *testing.T) {
 	})
 }
 
-func TestMergeRefs(t *testing.T) {
-	a := rollout.Refs{
-		{Kind: rollout.KindSecret, Name: "ca", Keys: []rollout.KeyRef{{Key: "ca.crt", Optional: true}}, Optional: true, Uses: []string{"volume ca"}},
-	}
-	b := rollout.Refs{
-		{Kind: rollout.KindConfigMap, Name: "cfg", All: true},
-		{Kind: rollout.KindSecret, Name: "ca", Keys: []rollout.KeyRef{{Key: "ca.crt"}, {Key: "b.crt"}}, Uses: []string{"Agent a → ModelConfig m"}},
-	}
-	got := referencerules.MergeRefs(a, b)
-	want := rollout.Refs{
-		{Kind: rollout.KindConfigMap, Name: "cfg", All: true},
-		{Kind: rollout.KindSecret, Name: "ca", Keys: []rollout.KeyRef{{Key: "b.crt"}, {Key: "ca.crt"}}, Uses: []string{"volume ca", "Agent a → ModelConfig m"}},
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("got %+v\nwant %+v", got, want)
-	}
-}
-
 // A controller that may not list a kind some rule names (its platform team
 // has not granted it yet) sets that rule aside, with its status saying so,
 // and follows the others.

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/internal/naming"
 )
 
 // Index names of the resolver's informers.
@@ -293,6 +294,19 @@ func (n node) id() string {
 	return n.gk.String() + "/" + n.obj.GetNamespace() + "/" + n.obj.GetName()
 }
 
+// Workloads returns every workload the graph's objects run.
+func (r *Resolver) Workloads() []WorkloadRef {
+	var start []node
+	for gk, inf := range r.crs {
+		for _, o := range inf.GetStore().List() {
+			if u := asUnstructured(o); u != nil {
+				start = append(start, node{gk, u})
+			}
+		}
+	}
+	return r.reach(start)
+}
+
 // reach walks up from start, through referring objects, to the workloads run by
 // any object reached.
 func (r *Resolver) reach(start []node) []WorkloadRef {
@@ -418,7 +432,7 @@ func (r *Resolver) Consumed(kind, namespace, name string) (*Consumption, error) 
 				if r.namespace != "" && tns != r.namespace {
 					// Not informed: "not found" would be a lie.
 					c.Missing = append(c.Missing, rollout.Problem{
-						Kind: rollout.Kind(gkString(nr.target)), Name: rollout.ForeignName(tns, tname), Reason: rollout.ReasonOutOfScope,
+						Kind: rollout.Kind(gkString(nr.target)), Name: naming.Foreign(tns, tname), Reason: rollout.ReasonOutOfScope,
 						Detail: fmt.Sprintf("%s %s/%s, named by %s, is in a namespace this controller does not watch", nr.target.Kind, tns, tname, here),
 					})
 					continue

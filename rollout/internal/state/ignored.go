@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/internal/naming"
 )
 
 // What values of the Changes that Ignored returns.
@@ -23,7 +24,7 @@ const (
 	IgnoredNoLonger = "counts again"
 )
 
-func ignored(v string) bool { return strings.HasPrefix(v, rollout.Ignored) }
+func ignored(v string) bool { return strings.HasPrefix(v, naming.Ignored) }
 
 // Ignored returns what the exception annotations of consumed objects account
 // for between the recorded state and cfg (see [rollout.Exceptions]): ignored
@@ -55,7 +56,7 @@ func (s State) Ignored(cfg *rollout.Config) []Change {
 			}
 			continue
 		}
-		if old == cur || !(ignored(old) || ignored(cur)) || (ignored(old) && !ignored(cur) && old != rollout.Ignored+cur) {
+		if old == cur || !(ignored(old) || ignored(cur)) || (ignored(old) && !ignored(cur) && old != naming.Ignored+cur) {
 			// Not ignored, or counting again with other content than
 			// last seen: a change (see Changes).
 			continue
@@ -69,7 +70,7 @@ func (s State) Ignored(cfg *rollout.Config) []Change {
 		}
 		what := IgnoredChanged
 		switch {
-		case !ignored(old) && rollout.Ignored+old == cur:
+		case !ignored(old) && naming.Ignored+old == cur:
 			what = IgnoredFromNow
 		case !ignored(cur):
 			what = IgnoredNoLonger
@@ -95,7 +96,7 @@ func (s State) WithIgnored(cfg *rollout.Config) State {
 	for name, cur := range cfg.Entries {
 		// An ignored key that appeared is recorded too: once it counts
 		// again, it is then known, not taken for an added key.
-		if old, ok := keys[name]; ok && old == rollout.Ignored+cur || ignored(cur) {
+		if old, ok := keys[name]; ok && old == naming.Ignored+cur || ignored(cur) {
 			keys[name] = cur
 		}
 	}

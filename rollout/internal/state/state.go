@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/internal/naming"
 )
 
 // timeLayout formats rollout.AnnotationLastRollout: RFC 3339, UTC, milliseconds.
@@ -94,9 +95,9 @@ func (c Change) String() string {
 	case c.Name == "":
 		return "consumed content " + c.What
 	case c.Key == "":
-		return fmt.Sprintf("%s %s %s", c.Kind, rollout.DisplayName(c.Name), c.What)
+		return fmt.Sprintf("%s %s %s", c.Kind, naming.Display(c.Name), c.What)
 	default:
-		return fmt.Sprintf("%s %s key %s %s", c.Kind, rollout.DisplayName(c.Name), c.Key, c.What)
+		return fmt.Sprintf("%s %s key %s %s", c.Kind, naming.Display(c.Name), c.Key, c.What)
 	}
 }
 
@@ -104,7 +105,7 @@ func (c Change) String() string {
 // key as cfg's: when they were not (the key changed), Changes would see every
 // value as changed.
 func (s State) Comparable(cfg *rollout.Config) bool {
-	return s.Keys == nil || s.Keys[rollout.KeyIDEntry] == cfg.Entries[rollout.KeyIDEntry]
+	return s.Keys == nil || s.Keys[naming.KeyIDEntry] == cfg.Entries[naming.KeyIDEntry]
 }
 
 // Changes returns the content changes between the recorded state and cfg: the
@@ -126,7 +127,7 @@ func (s State) Changes(cfg *rollout.Config) []Change {
 		old, ok := s.Keys[name]
 		// Ignored content (see Ignored) never rolls; content that counts
 		// again is compared with what was last seen of it.
-		old = strings.TrimPrefix(old, rollout.Ignored)
+		old = strings.TrimPrefix(old, naming.Ignored)
 		if !ok || old == cur || strings.HasPrefix(name, "#") || ignored(cur) {
 			continue
 		}

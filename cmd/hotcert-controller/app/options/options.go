@@ -29,8 +29,6 @@ import (
 type Options struct {
 	controller.Options
 
-	// Namespaces restricts the controller to these namespaces (default: all).
-	Namespaces []string
 	// NamespaceSelectorString and WorkloadSelectorString are label selectors
 	// (kubectl's syntax): only namespaces, and workloads, whose labels match
 	// are watched.
@@ -156,13 +154,12 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// Config is what completed options run: the rollout controller's options,
-// the namespaces it watches, the API server it talks to, and the manager's
-// endpoints and leader election (the caller adds the controller's cache and
-// client options).
+// Config is what completed options run: the rollout controller's options
+// (the namespaces it watches among them), the API server it talks to, and the
+// manager's endpoints and leader election (the caller adds the controller's
+// cache and client options).
 type Config struct {
 	Controller controller.Options
-	Namespaces []string
 	REST       *rest.Config
 	Manager    ctrl.Options
 }
@@ -176,7 +173,7 @@ func (o *Options) Complete(log logr.Logger) (*Config, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Config{Controller: o.Options, Namespaces: o.Namespaces}
+	c := &Config{Controller: o.Options}
 	// Validate parsed them.
 	c.Controller.NamespaceSelector, _ = labels.Parse(o.NamespaceSelectorString)
 	c.Controller.WorkloadSelector, _ = labels.Parse(o.WorkloadSelectorString)

@@ -95,8 +95,8 @@ func TestComplete(t *testing.T) {
 	if string(cfg.Controller.HashKey) != "0123456789abcdef0123" {
 		t.Error("the hash key was not read (trimmed)")
 	}
-	if cfg.REST.QPS != 7 || cfg.REST.Host != "https://127.0.0.1:1" || len(cfg.Namespaces) != 1 {
-		t.Errorf("REST config %+v, namespaces %v", cfg.REST, cfg.Namespaces)
+	if cfg.REST.QPS != 7 || cfg.REST.Host != "https://127.0.0.1:1" || len(cfg.Controller.Namespaces) != 1 {
+		t.Errorf("REST config %+v, namespaces %v", cfg.REST, cfg.Controller.Namespaces)
 	}
 }
 

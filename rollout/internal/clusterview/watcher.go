@@ -1,4 +1,4 @@
-package controller
+package clusterview
 
 import (
 	"context"
@@ -23,25 +23,25 @@ import (
 	"github.com/hotcert/hotcert/rollout"
 )
 
-// refWatcher watches Secrets and ConfigMaps (every namespace, or the given
+// Watcher watches Secrets and ConfigMaps (every namespace, or the given
 // ones) and remembers only the objects an opted-in workload references: for
-// each, its uid and resourceVersion and, with CacheReferenced, the digest of
-// its keys, computed as the change arrives. An object no opted-in workload
-// references costs nothing once its event is handled: no data, no metadata,
-// not even its name is kept. (controller-runtime's informer cache would keep
+// each, its uid and resourceVersion and, with Referenced, the digest of its
+// keys, computed as the change arrives, in the View's Store. An object no
+// opted-in workload references costs nothing once its event is handled: no
+// data, no metadata, not even its name is kept. (controller-runtime's informer cache would keep
 // every object; this is a client-go Reflector feeding refStore instead of a
 // cache.)
 //
-// With CacheReferenced the watch delivers whole objects (the API server sends
+// With Referenced the watch delivers whole objects (the API server sends
 // every Secret's data, as it does to Reloader, wave and kagent), so a change of
 // a referenced object is digested from its event, with no extra read. With
-// CacheMetadata it delivers metadata only, and the data of a referenced object
+// Metadata it delivers metadata only, and the data of a referenced object
 // is read with one GET when a workload needs its new version.
-type refWatcher struct {
-	mode       SecretCache
+type Watcher struct {
+	mode       Mode
 	namespaces []string // empty: all
 	scope      *nsScope // with a namespace selector: the namespaces to watch
-	store      *store
+	store      *Store
 	restCfg    *rest.Config
 
 	mu        sync.Mutex
@@ -65,8 +65,12 @@ type nsWatch struct {
 	listed  int // reflectors that have listed
 }
 
-func newRefWatcher(mode SecretCache, namespaces []string, scope *nsScope, st *store, cfg *rest.Config) *refWatcher {
-	w := &refWatcher{mode: mode, namespaces: namespaces, scope: scope, store: st, restCfg: cfg,
+// NewWatcher returns the watcher of Secrets and ConfigMaps that feeds v's
+// Store, talking to the API server of cfg (a manager Runnable). With Full,
+// there is none: the manager's cache watches them.
+func (v *View) NewWatcher(cfg *rest.Config) *Watcher {
+	st := v.store
+	w := &Watcher{mode: v.cfg.Mode, namespaces: v.cfg.Namespaces, scope: v.scope, store: st, restCfg: cfg,
 		synced: make(chan struct{}), sinks: map[*refSource]workqueue.TypedRateLimitingInterface[reconcile.Request]{},
 		watching: map[string]*nsWatch{}}
 	st.trustKnown = w.covers
@@ -74,7 +78,7 @@ func newRefWatcher(mode SecretCache, namespaces []string, scope *nsScope, st *st
 }
 
 // covers reports whether the watch has listed the Secrets of namespace ns.
-func (w *refWatcher) covers(ns string) bool {
+func (w *Watcher) covers(ns string) bool {
 	if !isClosed(w.synced) {
 		return false
 	}
@@ -93,7 +97,7 @@ var refKinds = []rollout.Kind{rollout.KindSecret, rollout.KindConfigMap}
 // replica: a standby keeps its view warm): one per kind and namespace given,
 // or across all namespaces, or, with a namespace selector, per namespace in
 // scope, started and stopped as namespaces enter and leave it.
-func (w *refWatcher) Start(ctx context.Context) error {
+func (w *Watcher) Start(ctx context.Context) error {
 	cs, err := kubernetes.NewForConfig(w.restCfg)
 	if err != nil {
 		return err
@@ -102,7 +106,7 @@ func (w *refWatcher) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if w.mode == CacheReferenced {
+	if w.mode == Referenced {
 		w.lowerGC()
 	}
 	if w.scope != nil {
@@ -126,14 +130,14 @@ func (w *refWatcher) Start(ctx context.Context) error {
 }
 
 // stopped undoes what an unfinished initial list left.
-func (w *refWatcher) stopped() {
+func (w *Watcher) stopped() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.restoreGCLocked()
 }
 
 // run starts the reflectors of namespace ns.
-func (w *refWatcher) run(ctx context.Context, wg *sync.WaitGroup, cs kubernetes.Interface, mc metadata.Interface, ns string) {
+func (w *Watcher) run(ctx context.Context, wg *sync.WaitGroup, cs kubernetes.Interface, mc metadata.Interface, ns string) {
 	for _, kind := range refKinds {
 		lw, expected := w.listWatch(cs, mc, kind, ns)
 		rs := &refStore{w: w, kind: kind, namespace: ns}
@@ -146,7 +150,7 @@ func (w *refWatcher) run(ctx context.Context, wg *sync.WaitGroup, cs kubernetes.
 
 // startScoped follows the scope: the watcher is synced once the namespaces
 // are listed and the reflectors of those in scope then have listed.
-func (w *refWatcher) startScoped(ctx context.Context, cs kubernetes.Interface, mc metadata.Interface) error {
+func (w *Watcher) startScoped(ctx context.Context, cs kubernetes.Interface, mc metadata.Interface) error {
 	w.mu.Lock()
 	w.ctx, w.cs, w.mc = ctx, cs, mc
 	w.unsynced = 1 // the namespace list
@@ -171,7 +175,7 @@ func (w *refWatcher) startScoped(ctx context.Context, cs kubernetes.Interface, m
 }
 
 // enter starts watching a namespace that entered the scope.
-func (w *refWatcher) enter(ns string) {
+func (w *Watcher) enter(ns string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.ctx == nil || w.watching[ns] != nil {
@@ -189,7 +193,7 @@ func (w *refWatcher) enter(ns string) {
 
 // leave stops watching a namespace that left the scope and forgets what was
 // kept of its objects.
-func (w *refWatcher) leave(ns string) {
+func (w *Watcher) leave(ns string) {
 	w.mu.Lock()
 	nw := w.watching[ns]
 	delete(w.watching, ns)
@@ -204,17 +208,17 @@ func (w *refWatcher) leave(ns string) {
 	nw.wg.Wait() // no store call of its reflectors after this
 	w.store.dropTrust(ns)
 	for _, kind := range refKinds {
-		for _, k := range w.store.keys(kind, ns) {
+		for _, k := range w.store.Keys(kind, ns) {
 			w.store.forget(k)
 		}
 	}
 }
 
 // NeedLeaderElection: the watch runs on standbys too.
-func (w *refWatcher) NeedLeaderElection() bool { return false }
+func (w *Watcher) NeedLeaderElection() bool { return false }
 
-func (w *refWatcher) listWatch(cs kubernetes.Interface, mc metadata.Interface, kind rollout.Kind, ns string) (toolscache.ListerWatcher, runtime.Object) {
-	if w.mode == CacheMetadata {
+func (w *Watcher) listWatch(cs kubernetes.Interface, mc metadata.Interface, kind rollout.Kind, ns string) (toolscache.ListerWatcher, runtime.Object) {
+	if w.mode == Metadata {
 		gvr := corev1.SchemeGroupVersion.WithResource("secrets")
 		if kind == rollout.KindConfigMap {
 			gvr = corev1.SchemeGroupVersion.WithResource("configmaps")
@@ -242,9 +246,9 @@ func (w *refWatcher) listWatch(cs kubernetes.Interface, mc metadata.Interface, k
 // changed enqueues the workloads that reference the object, in every
 // controller that has started (on a standby, none has: when it becomes the
 // leader, its controllers reconcile every workload anyway).
-func (w *refWatcher) changed(kind rollout.Kind, ns, name string) {
-	stub := metadataObject(kind)
-	stub.Namespace, stub.Name = ns, name
+func (w *Watcher) changed(kind rollout.Kind, ns, name string) {
+	stub := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	stub.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(string(kind)))
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for src, q := range w.sinks {
@@ -256,7 +260,7 @@ func (w *refWatcher) changed(kind rollout.Kind, ns, name string) {
 
 // listed counts a first list in: of a reflector of namespace ns, or (ns "",
 // under a scope) of the namespaces.
-func (w *refWatcher) listed(ns string) {
+func (w *Watcher) listed(ns string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.scope != nil && ns != "" {
@@ -273,7 +277,7 @@ func (w *refWatcher) listed(ns string) {
 	w.listedLocked(1)
 }
 
-func (w *refWatcher) listedLocked(n int) {
+func (w *Watcher) listedLocked(n int) {
 	if w.unsynced == 0 || isClosed(w.synced) {
 		return
 	}
@@ -282,7 +286,7 @@ func (w *refWatcher) listedLocked(n int) {
 		return
 	}
 	close(w.synced)
-	if w.mode == CacheReferenced {
+	if w.mode == Referenced {
 		// The initial list decoded every Secret's data only to drop
 		// most of it: give that one-off spike back to the OS now
 		// rather than let the heap goal keep it resident.
@@ -292,7 +296,7 @@ func (w *refWatcher) listedLocked(n int) {
 }
 
 // syncGCPercent is the garbage collector's target during the initial list in
-// CacheReferenced mode: the list decodes every Secret's data (500 MiB at
+// Referenced mode: the list decodes every Secret's data (500 MiB at
 // 50,000 Secrets of which 5% are 200 KiB) to keep almost none of it, so
 // the live heap stays small while the default target (100) lets the garbage
 // double it between collections. Measured at 50,000 Secrets: peak resident
@@ -310,7 +314,7 @@ var syncGC struct {
 
 // lowerGC lowers the garbage collector's target until the initial list is in
 // (see syncGCPercent); restoreGC undoes it, once.
-func (w *refWatcher) lowerGC() {
+func (w *Watcher) lowerGC() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	syncGC.mu.Lock()
@@ -325,7 +329,7 @@ func (w *refWatcher) lowerGC() {
 	w.gcLowered = true
 }
 
-func (w *refWatcher) restoreGCLocked() {
+func (w *Watcher) restoreGCLocked() {
 	if !w.gcLowered {
 		return
 	}
@@ -337,10 +341,17 @@ func (w *refWatcher) restoreGCLocked() {
 	}
 }
 
+// Source returns the controller-runtime source through which a controller
+// receives the watcher's changes: mapper(kind) maps a changed object of kind
+// to the controller's requests.
+func (w *Watcher) Source(mapper func(rollout.Kind) handler.MapFunc) source.SyncingSource {
+	return &refSource{w: w, mapper: mapper}
+}
+
 // refSource is the controller-runtime source through which a controller
-// receives the refWatcher's changes.
+// receives the Watcher's changes.
 type refSource struct {
-	w      *refWatcher
+	w      *Watcher
 	mapper func(rollout.Kind) handler.MapFunc
 }
 
@@ -375,7 +386,7 @@ func (s *refSource) String() string { return "hotcert referenced Secrets and Con
 
 // refStore is the store a Reflector feeds: it keeps referenced objects only.
 type refStore struct {
-	w         *refWatcher
+	w         *Watcher
 	kind      rollout.Kind
 	namespace string // "" for all
 
@@ -412,14 +423,14 @@ func (s *refStore) Update(obj any) error {
 	if err != nil {
 		return err
 	}
-	k := objKey{s.kind, m.GetNamespace(), m.GetName()}
+	k := Key{Kind: s.kind, Namespace: m.GetNamespace(), Name: m.GetName()}
 	s.trust(m)
-	if !s.w.store.isReferenced(s.kind, k.namespace, k.name) {
+	if !s.w.store.isReferenced(s.kind, k.Namespace, k.Name) {
 		s.w.store.forget(k)
 		return nil
 	}
 	s.w.store.observed(k, m.GetUID(), m.GetResourceVersion(), obj)
-	s.w.changed(s.kind, k.namespace, k.name)
+	s.w.changed(s.kind, k.Namespace, k.Name)
 	return nil
 }
 
@@ -431,12 +442,12 @@ func (s *refStore) delete(obj any) error {
 	if err != nil {
 		return err
 	}
-	k := objKey{s.kind, m.GetNamespace(), m.GetName()}
+	k := Key{Kind: s.kind, Namespace: m.GetNamespace(), Name: m.GetName()}
 	if s.kind == rollout.KindSecret {
-		s.w.store.setTrust(k.namespace, k.name, "")
+		s.w.store.setTrust(k.Namespace, k.Name, "")
 	}
-	if s.w.store.forget(k) || s.w.store.isReferenced(s.kind, k.namespace, k.name) {
-		s.w.changed(s.kind, k.namespace, k.name)
+	if s.w.store.forget(k) || s.w.store.isReferenced(s.kind, k.Namespace, k.Name) {
+		s.w.changed(s.kind, k.Namespace, k.Name)
 	}
 	return nil
 }
@@ -444,7 +455,7 @@ func (s *refStore) delete(obj any) error {
 // Replace handles a (re)list: every referenced object listed is observed,
 // and every one the store knew that is not listed any more is gone.
 func (s *refStore) Replace(list []any, _ string) error {
-	seen := map[objKey]bool{}
+	seen := map[Key]bool{}
 	if s.kind == rollout.KindSecret {
 		s.w.store.dropTrust(s.namespace)
 	}
@@ -453,21 +464,21 @@ func (s *refStore) Replace(list []any, _ string) error {
 		if err != nil {
 			continue
 		}
-		k := objKey{s.kind, m.GetNamespace(), m.GetName()}
+		k := Key{Kind: s.kind, Namespace: m.GetNamespace(), Name: m.GetName()}
 		seen[k] = true
 		s.trust(m)
-		if !s.w.store.isReferenced(s.kind, k.namespace, k.name) {
+		if !s.w.store.isReferenced(s.kind, k.Namespace, k.Name) {
 			s.w.store.forget(k)
 			continue
 		}
 		if s.w.store.observed(k, m.GetUID(), m.GetResourceVersion(), obj) {
-			s.w.changed(s.kind, k.namespace, k.name)
+			s.w.changed(s.kind, k.Namespace, k.Name)
 		}
 	}
-	for _, k := range s.w.store.keys(s.kind, s.namespace) {
+	for _, k := range s.w.store.Keys(s.kind, s.namespace) {
 		if !seen[k] {
 			s.w.store.forget(k)
-			s.w.changed(s.kind, k.namespace, k.name)
+			s.w.changed(s.kind, k.Namespace, k.Name)
 		}
 	}
 	s.once.Do(func() { s.w.listed(s.namespace) })
@@ -487,7 +498,7 @@ func metaOf(obj any) (metav1.Object, error) {
 	}
 	m, ok := obj.(metav1.Object)
 	if !ok {
-		return nil, fmt.Errorf("rollout: unexpected object %T in a watch", obj)
+		return nil, fmt.Errorf("clusterview: unexpected object %T in a watch", obj)
 	}
 	return m, nil
 }

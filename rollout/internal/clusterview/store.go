@@ -1,4 +1,4 @@
-package controller
+package clusterview
 
 import (
 	"context"
@@ -12,35 +12,36 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hotcert/hotcert/rollout"
+	"github.com/hotcert/hotcert/rollout/internal/naming"
 )
 
-// store resolves references to rollout.Objects: the digest of each key of a
+// Store resolves references to rollout.Objects: the digest of each key of a
 // referenced object and the result of its TLS check, never its data.
 //
 // It holds one entry per referenced object: its uid and resourceVersion as the
 // watch last saw them, and the digest of that version once known. Where the
-// digest comes from depends on the mode (see SecretCache):
+// digest comes from depends on the Mode:
 //
-//   - CacheReferenced: refWatcher digests the object from the watch event
+//   - Referenced: the Watcher digests the object from the watch event
 //     itself;
-//   - CacheMetadata: the watch brings the new resourceVersion only, and the
+//   - Metadata: the watch brings the new resourceVersion only, and the
 //     first reconcile that needs the new version reads it with one GET;
-//   - cacheFull: the manager's informer cache holds whole objects; they are
+//   - Full: the manager's informer cache holds whole objects; they are
 //     digested from it, once per version.
 //
 // An object the store does not know (not referenced when its last event came,
 // or not listed yet) is read with a GET, and a missing object is always
 // confirmed by the API server before a rollout is refused for it.
-type store struct {
-	mode         SecretCache
-	cache        client.Reader // cacheFull: the manager's cache
+type Store struct {
+	mode         Mode
+	cache        client.Reader // Full: the manager's cache (see SetReaders)
 	api          client.Reader // uncached reads
 	clock        clock.PassiveClock
 	reads        func(kind rollout.Kind)
 	isReferenced func(kind rollout.Kind, namespace, name string) bool
 
 	mu      sync.Mutex
-	entries map[objKey]*entry
+	entries map[Key]*entry
 	// trust holds the hotcert.dev/trusted-by annotation of every Secret the
 	// watch has seen carry one, by namespace and name (referenced or not: a
 	// declaration is tiny, and keeping them spares the trust guard a list of
@@ -50,9 +51,10 @@ type store struct {
 	trustKnown func(namespace string) bool
 }
 
-type objKey struct {
-	kind            rollout.Kind
-	namespace, name string
+// Key names a Secret or ConfigMap.
+type Key struct {
+	Kind            rollout.Kind
+	Namespace, Name string
 }
 
 type entry struct {
@@ -61,7 +63,15 @@ type entry struct {
 	obj *rollout.Object // the digest of version rv, or nil until read
 }
 
-func (s *store) len() int {
+// SetReaders gives the store the manager's cache and uncached reader, which
+// exist only once the manager is built (the store is built with the
+// controller, before it). It must be called before the manager starts.
+func (s *Store) SetReaders(cache, api client.Reader) {
+	s.cache, s.api = cache, api
+}
+
+// Len is the number of objects whose digest the store holds.
+func (s *Store) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
@@ -73,29 +83,29 @@ func (s *store) len() int {
 	return n
 }
 
-// lookup returns the rollout.Lookup for namespace (and, through
-// rollout.ForeignName, for objects of other namespaces).
-func (s *store) lookup(ctx context.Context, namespace string) rollout.Lookup {
+// Lookup returns the rollout.Lookup for namespace (and, through
+// naming.Foreign, for objects of other namespaces).
+func (s *Store) Lookup(ctx context.Context, namespace string) rollout.Lookup {
 	return func(kind rollout.Kind, name string) (*rollout.Object, error) {
-		ns, n := rollout.SplitName(namespace, name)
-		return s.get(ctx, objKey{kind, ns, n})
+		ns, n := naming.Split(namespace, name)
+		return s.get(ctx, Key{Kind: kind, Namespace: ns, Name: n})
 	}
 }
 
-func (s *store) get(ctx context.Context, k objKey) (*rollout.Object, error) {
-	key := client.ObjectKey{Namespace: k.namespace, Name: k.name}
-	if s.mode == cacheFull {
-		obj := newDataObject(k.kind)
+func (s *Store) get(ctx context.Context, k Key) (*rollout.Object, error) {
+	key := client.ObjectKey{Namespace: k.Namespace, Name: k.Name}
+	if s.mode == Full {
+		obj := NewObject(k.Kind)
 		err := s.cache.Get(ctx, key, obj)
 		if err == nil {
 			s.observed(k, obj.GetUID(), obj.GetResourceVersion(), obj)
-			if o := s.current(k); o != nil {
+			if o := s.Current(k); o != nil {
 				return o, nil
 			}
 		} else if !apierrors.IsNotFound(err) {
 			return nil, err
 		}
-	} else if o := s.current(k); o != nil {
+	} else if o := s.Current(k); o != nil {
 		return o, nil
 	}
 	// Unknown, or its new version not read yet.
@@ -105,8 +115,8 @@ func (s *store) get(ctx context.Context, k objKey) (*rollout.Object, error) {
 		seenRV = e.rv
 	}
 	s.mu.Unlock()
-	obj := newDataObject(k.kind)
-	s.reads(k.kind)
+	obj := NewObject(k.Kind)
+	s.reads(k.Kind)
 	if err := s.api.Get(ctx, key, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			s.forget(k)
@@ -125,8 +135,8 @@ func (s *store) get(ctx context.Context, k objKey) (*rollout.Object, error) {
 	return o, nil
 }
 
-// current returns the digest of the version the store last saw, if known.
-func (s *store) current(k objKey) *rollout.Object {
+// Current returns the digest of the version the store last saw, if known.
+func (s *Store) Current(k Key) *rollout.Object {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e := s.entries[k]; e != nil && e.obj != nil && e.obj.ResourceVersion == e.rv && e.obj.UID == e.uid {
@@ -138,7 +148,7 @@ func (s *store) current(k objKey) *rollout.Object {
 // observed records a version of a referenced object seen by a watch or a
 // cache, digesting it if raw holds its data, and reports whether the version
 // is new to the store.
-func (s *store) observed(k objKey, uid types.UID, rv string, raw any) bool {
+func (s *Store) observed(k Key, uid types.UID, rv string, raw any) bool {
 	s.mu.Lock()
 	if e := s.entries[k]; e != nil && e.uid == uid && e.rv == rv {
 		s.mu.Unlock()
@@ -157,7 +167,7 @@ func (s *store) observed(k objKey, uid types.UID, rv string, raw any) bool {
 }
 
 // forget drops an object, reporting whether the store knew it.
-func (s *store) forget(k objKey) bool {
+func (s *Store) forget(k Key) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, ok := s.entries[k]
@@ -165,13 +175,13 @@ func (s *store) forget(k objKey) bool {
 	return ok
 }
 
-// keys lists the known objects of kind in namespace ("" for all).
-func (s *store) keys(kind rollout.Kind, namespace string) []objKey {
+// Keys lists the known objects of kind in namespace ("" for all).
+func (s *Store) Keys(kind rollout.Kind, namespace string) []Key {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []objKey
+	var out []Key
 	for k := range s.entries {
-		if k.kind == kind && (namespace == "" || k.namespace == namespace) {
+		if k.Kind == kind && (namespace == "" || k.Namespace == namespace) {
 			out = append(out, k)
 		}
 	}
@@ -179,7 +189,7 @@ func (s *store) keys(kind rollout.Kind, namespace string) []objKey {
 }
 
 // setTrust records the trusted-by annotation of Secret ns/name ("" drops it).
-func (s *store) setTrust(ns, name, value string) {
+func (s *Store) setTrust(ns, name, value string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if value == "" {
@@ -201,7 +211,7 @@ func (s *store) setTrust(ns, name, value string) {
 }
 
 // dropTrust forgets the declarations of namespace ns ("" for all).
-func (s *store) dropTrust(ns string) {
+func (s *Store) dropTrust(ns string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ns == "" {
@@ -211,10 +221,10 @@ func (s *store) dropTrust(ns string) {
 	delete(s.trust, ns)
 }
 
-// trustedBy returns the trusted-by annotations of the Secrets of namespace
+// TrustedBy returns the trusted-by annotations of the Secrets of namespace
 // ns, by Secret name, and whether the watch knows them (if not, the caller
 // lists the namespace's Secrets).
-func (s *store) trustedBy(ns string) (map[string]string, bool) {
+func (s *Store) TrustedBy(ns string) (map[string]string, bool) {
 	if s.trustKnown == nil || !s.trustKnown(ns) {
 		return nil, false
 	}
@@ -223,7 +233,7 @@ func (s *store) trustedBy(ns string) (map[string]string, bool) {
 	return maps.Clone(s.trust[ns]), true
 }
 
-func (s *store) digest(obj client.Object) *rollout.Object {
+func (s *Store) digest(obj client.Object) *rollout.Object {
 	now := s.clock.Now()
 	switch o := obj.(type) {
 	case *corev1.Secret:
@@ -234,7 +244,8 @@ func (s *store) digest(obj client.Object) *rollout.Object {
 	return nil
 }
 
-func newDataObject(kind rollout.Kind) client.Object {
+// NewObject returns an empty Secret (kind rollout.KindSecret) or ConfigMap.
+func NewObject(kind rollout.Kind) client.Object {
 	if kind == rollout.KindSecret {
 		return &corev1.Secret{}
 	}

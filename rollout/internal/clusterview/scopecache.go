@@ -1,4 +1,4 @@
-package controller
+package clusterview
 
 import (
 	"context"
@@ -84,7 +84,7 @@ func (c *scopedCache) Start(ctx context.Context) error {
 	for _, ns := range c.scope.subscribe(c) {
 		c.enter(ns)
 	}
-	g.Go(func() error { return c.scope.run(gctx) })
+	g.Go(func() error { return c.scope.run(gctx, c.cfg) })
 	err := g.Wait()
 	c.mu.Lock()
 	spaces := c.spaces
@@ -206,7 +206,7 @@ func (c *scopedCache) List(ctx context.Context, list client.ObjectList, opts ...
 	lo := client.ListOptions{}
 	lo.ApplyOptions(opts)
 	if lo.Continue != "" || lo.Limit > 0 {
-		return errors.New("controller: the scoped cache lists without limit or continue")
+		return errors.New("clusterview: the scoped cache lists without limit or continue")
 	}
 	if lo.Namespace != "" {
 		if s := c.space(lo.Namespace); s != nil {
@@ -267,7 +267,7 @@ func (c *scopedCache) GetInformerForKind(ctx context.Context, gvk schema.GroupVe
 	}
 	obj, ok := o.(client.Object)
 	if !ok {
-		return nil, fmt.Errorf("controller: %s is not an object", gvk)
+		return nil, fmt.Errorf("clusterview: %s is not an object", gvk)
 	}
 	return c.GetInformer(ctx, obj, opts...)
 }
@@ -279,7 +279,7 @@ func (c *scopedCache) RemoveInformer(ctx context.Context, obj client.Object) err
 		}
 		return c.cluster.RemoveInformer(ctx, obj)
 	}
-	return errors.New("controller: the scoped cache does not remove informers")
+	return errors.New("clusterview: the scoped cache does not remove informers")
 }
 
 // WaitForCacheSync waits for the first list of namespaces and then for the
@@ -312,7 +312,7 @@ func (c *scopedCache) IndexField(ctx context.Context, obj client.Object, field s
 	defer c.mu.Unlock()
 	for ns, s := range c.spaces {
 		if err := s.IndexField(ctx, obj, field, extract); err != nil {
-			return fmt.Errorf("controller: index %s in namespace %s: %w", field, ns, err)
+			return fmt.Errorf("clusterview: index %s in namespace %s: %w", field, ns, err)
 		}
 	}
 	c.indexes = append(c.indexes, fieldIndex{obj: obj, field: field, extract: extract})
@@ -405,7 +405,7 @@ func (si *scopedInformer) objects(ctx context.Context, nc cache.Cache) ([]runtim
 		}
 		var ok bool
 		if list, ok = o.(client.ObjectList); !ok {
-			return nil, fmt.Errorf("controller: %s is not a list", listGVK)
+			return nil, fmt.Errorf("clusterview: %s is not a list", listGVK)
 		}
 	}
 	if err := nc.List(ctx, list); err != nil {
@@ -436,7 +436,7 @@ func (si *scopedInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventH
 func (si *scopedInformer) RemoveEventHandler(reg toolscache.ResourceEventHandlerRegistration) error {
 	r, ok := reg.(*scopedRegistration)
 	if !ok {
-		return fmt.Errorf("controller: registration %T is not the scoped cache's", reg)
+		return fmt.Errorf("clusterview: registration %T is not the scoped cache's", reg)
 	}
 	si.mu.Lock()
 	defer si.mu.Unlock()

@@ -22,7 +22,7 @@ import (
 	"github.com/hotcert/hotcert/httptls"
 	"github.com/hotcert/hotcert/internal/kubetest"
 	"github.com/hotcert/hotcert/rollout"
-	"github.com/hotcert/hotcert/rollout/chain/webhook"
+	"github.com/hotcert/hotcert/rollout/webhook"
 	"github.com/hotcert/hotcert/source/file"
 )
 
@@ -32,7 +32,9 @@ func TestMain(m *testing.M) { kubetest.Main(m, &env) }
 
 // serve runs the webhook over TLS with a hot-reloaded certificate (hotcert's
 // file source) and returns its URL and CA.
-func serve(t *testing.T, ctx context.Context) (url string, ca *hotcerttest.CA, rotate func()) {
+// serve runs the webhook over TLS until the test ends; called receives (without
+// blocking: it holds one) whenever the API server calls it.
+func serve(t *testing.T, ctx context.Context) (url string, ca *hotcerttest.CA, rotate func(), called <-chan struct{}) {
 	t.Helper()
 	ca = hotcerttest.MustNewCA()
 	dir := t.TempDir()
@@ -62,7 +64,16 @@ func serve(t *testing.T, ctx context.Context) (url string, ca *hotcerttest.CA, r
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: webhook.Handler(), TLSConfig: httptls.ServerConfig(rl), ReadHeaderTimeout: 5 * time.Second}
+	calls := make(chan struct{}, 1)
+	h := webhook.Handler()
+	notify := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r)
+		select {
+		case calls <- struct{}{}:
+		default:
+		}
+	})
+	srv := &http.Server{Handler: notify, TLSConfig: httptls.ServerConfig(rl), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.ServeTLS(ln, "", "") }()
 	t.Cleanup(func() { _ = srv.Close(); _ = rl.Close() })
 	rotate = func() {
@@ -76,7 +87,7 @@ func serve(t *testing.T, ctx context.Context) (url string, ca *hotcerttest.CA, r
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	return "https://" + ln.Addr().String() + "/mutate", ca, rotate
+	return "https://" + ln.Addr().String() + "/mutate", ca, rotate, calls
 }
 
 func register(t *testing.T, ctx context.Context, url string, ca *hotcerttest.CA, ns string) {
@@ -178,7 +189,7 @@ func fight(t *testing.T, ctx context.Context, ns, name string) int64 {
 func TestWebhookStopsPingPongWithAnOwnerController(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	url, ca, rotate := serve(t, ctx)
+	url, ca, rotate, called := serve(t, ctx)
 
 	// Without the webhook: ping-pong.
 	plain := env.NewNamespace(t)
@@ -191,26 +202,37 @@ func TestWebhookStopsPingPongWithAnOwnerController(t *testing.T) {
 
 	ns := env.NewNamespace(t)
 	register(t, ctx, url, ca, ns)
-	// Wait until the API server calls the webhook: a stamped probe whose stamp
-	// survives the owner's reset.
+	// Wait until the API server calls the webhook: it picks a new
+	// configuration up asynchronously and says so only by calling it, so the
+	// probe is written again until the handler has been called.
 	newDeployment(t, ctx, ns, "probe")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	timeout := time.After(30 * time.Second)
+	for active := false; !active; {
 		if err := stamperReconcile(ctx, env.Client(), ns, "probe", "p"); err != nil {
 			t.Fatal(err)
 		}
-		err := ownerReconcile(ctx, env.Client(), ns, "probe", "example.dev/agent:1")
-		d := &appsv1.Deployment{}
-		if gerr := env.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "probe"}, d); gerr != nil {
-			t.Fatal(gerr)
+		_ = ownerReconcile(ctx, env.Client(), ns, "probe", "example.dev/agent:1")
+		select {
+		case <-called:
+			active = true
+		case <-timeout:
+			t.Fatal("the webhook is not called")
+		case <-time.After(200 * time.Millisecond): // not called yet: write again
 		}
-		if err == nil && rollout.Stamped(&d.Spec.Template) == "p" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the webhook is not called (last owner write: %v)", err)
-		}
-		time.Sleep(200 * time.Millisecond)
+	}
+	// Called: from now on the stamp survives the owner's reset.
+	if err := stamperReconcile(ctx, env.Client(), ns, "probe", "p"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ownerReconcile(ctx, env.Client(), ns, "probe", "example.dev/agent:1"); err != nil {
+		t.Fatal(err)
+	}
+	probe := &appsv1.Deployment{}
+	if err := env.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "probe"}, probe); err != nil {
+		t.Fatal(err)
+	}
+	if got := rollout.Stamped(&probe.Spec.Template); got != "p" {
+		t.Fatalf("with the webhook called, the owner's reset left stamp %q, want %q", got, "p")
 	}
 
 	newDeployment(t, ctx, ns, "agent")

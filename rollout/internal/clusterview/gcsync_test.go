@@ -1,4 +1,4 @@
-package controller
+package clusterview
 
 import (
 	"runtime/debug"
@@ -14,7 +14,7 @@ func TestSyncGCPercent(t *testing.T) {
 	gc := func() int { p := debug.SetGCPercent(-1); debug.SetGCPercent(p); return p }
 	for _, tc := range []struct{ before, during int }{{100, syncGCPercent}, {80, syncGCPercent}, {10, 10}, {-1, -1}} {
 		debug.SetGCPercent(tc.before)
-		a, b := &refWatcher{}, &refWatcher{}
+		a, b := &Watcher{}, &Watcher{}
 		a.lowerGC()
 		b.lowerGC()
 		if got := gc(); got != tc.during {
