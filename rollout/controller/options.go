@@ -106,10 +106,11 @@ type Options struct {
 	// watched.
 	Namespaces []string
 	// NamespaceSelector, if set, restricts the controller to the namespaces
-	// whose labels match it (and, with Namespaces, that are among them): Secrets, ConfigMaps and workloads of other namespaces
-	// are not watched, so the API server never sends them. A namespace is
-	// picked up when it starts matching and dropped when it stops, while the
-	// controller runs. The manager must be built with NewCache.
+	// whose labels match it (and, with Namespaces, that are among them):
+	// Secrets, ConfigMaps and workloads of other namespaces are not watched,
+	// so the API server never sends them. A namespace is picked up when it
+	// starts matching and dropped when it stops, while the controller runs.
+	// The manager must be built with NewCache.
 	NamespaceSelector labels.Selector
 	// WorkloadSelector, if set, restricts the controller to the Deployments,
 	// StatefulSets and DaemonSets whose labels match it: other workloads are
