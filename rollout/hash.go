@@ -121,108 +121,177 @@ func WithHashKey(key []byte) HashOption {
 // Problems (missing objects or keys, invalid TLS content) are returned in the
 // Config, not as errors; an error means lookup failed.
 func Compute(namespace string, refs Refs, lookup Lookup, opts ...HashOption) (*Config, error) {
-	var cfg hashConfig
-	for _, o := range opts {
-		o.applyHash(&cfg)
-	}
-	newHash := func() hash.Hash {
-		if cfg.key != nil {
-			return hmac.New(sha256.New, cfg.key)
-		}
-		return sha256.New()
-	}
-	out := &Config{Entries: map[string]string{naming.KeyIDEntry: keyID(cfg.key)}}
-	full := newHash()
-	writeLP(full, []byte(hashVersion))
-	// entry records one (name, value) pair in Entries and, unless it is
-	// ignored, in the stream.
-	entry := func(name string, value []byte, ignored bool) {
-		mark := ""
-		if ignored {
-			mark = naming.Ignored
-		} else {
-			writeLP(full, []byte(name))
-			writeLP(full, value)
-		}
-		switch {
-		case len(value) == 1 && value[0] == absent:
-			out.Entries[name] = mark + "-"
-		case len(value) == 1 && value[0] == present:
-			out.Entries[name] = mark + "+"
-		default:
-			h := newHash()
-			writeLP(h, []byte("hotcert.dev/applied-keys/v1"))
-			writeLP(h, []byte(namespace))
-			writeLP(h, []byte(name))
-			writeLP(h, value)
-			out.Entries[name] = mark + hex.EncodeToString(h.Sum(nil)[:8])
-		}
-	}
+	h := newHasher(namespace, opts)
 	for _, r := range refs {
 		obj, err := lookup(r.Kind, r.Name)
 		if err != nil {
 			return nil, err
 		}
-		objName := string(r.Kind) + "/" + r.Name
 		if obj == nil {
-			if !r.Optional {
-				out.Missing = append(out.Missing, Problem{Kind: r.Kind, Name: r.Name, Reason: ReasonMissingObject})
-			}
-			entry(objName, []byte{absent}, false)
-			for _, k := range r.Keys {
-				entry(objName+"/"+k.Key, []byte{absent}, false)
-			}
+			h.absentObject(r)
 			continue
 		}
-		exc := obj.Exceptions
-		if exc.Err != nil {
-			out.Malformed = append(out.Malformed, Problem{Kind: r.Kind, Name: r.Name, Reason: ReasonInvalidAnnotation,
-				Detail: fmt.Sprintf("%s %s: %v", r.Kind, naming.Display(r.Name), exc.Err)})
-		}
-		keys := make([]string, 0, len(r.Keys))
-		for _, k := range r.Keys {
-			keys = append(keys, k.Key)
-			if _, ok := obj.Keys[k.Key]; !ok && !k.Optional {
-				out.Missing = append(out.Missing, Problem{Kind: r.Kind, Name: r.Name, Key: k.Key, Reason: ReasonMissingKey})
-			}
-		}
-		if r.All {
-			// Ignored keys come and go without changing the set.
-			names := slices.DeleteFunc(sortedKeys(obj.Keys), func(k string) bool { return !exc.Object && exc.Ignores(k) })
-			ks := sha256.New()
-			for _, k := range names {
-				writeLP(ks, []byte(k))
-			}
-			entry(objName, ks.Sum(nil), exc.Object)
-			for k := range obj.Keys {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			keys = slices.Compact(keys)
-		} else {
-			entry(objName, []byte{present}, exc.Object)
-		}
-		for _, k := range keys {
-			ignored := exc.Ignores(k)
-			d, ok := obj.Keys[k]
-			if !ok {
-				entry(objName+"/"+k, []byte{absent}, ignored)
-				continue
-			}
-			entry(objName+"/"+k, d[:], ignored)
-			if err := obj.Problems[k]; err != nil && !ignored {
-				var early *NotYetValidError
-				if errors.As(err, &early) {
-					out.NotYetValid = append(out.NotYetValid, Problem{Kind: r.Kind, Name: r.Name, Key: k, Reason: ReasonNotYetValid, Detail: err.Error(), NotBefore: early.NotBefore})
-				} else {
-					out.Invalid = append(out.Invalid, Problem{Kind: r.Kind, Name: r.Name, Key: k, Reason: ReasonInvalidTLS, Detail: err.Error()})
-				}
-			}
+		h.object(r, obj)
+	}
+	h.out.Hash = hex.EncodeToString(h.full.Sum(nil))
+	return h.out, nil
+}
+
+// hasher is one run of [Compute]: the running hash of every counted entry and
+// the Config it fills.
+type hasher struct {
+	key       []byte // the hash key (see [WithHashKey]), nil for none
+	namespace string // salts the recorded digests
+	full      hash.Hash
+	out       *Config
+}
+
+func newHasher(namespace string, opts []HashOption) *hasher {
+	var cfg hashConfig
+	for _, o := range opts {
+		o.applyHash(&cfg)
+	}
+	h := &hasher{key: cfg.key, namespace: namespace, out: &Config{Entries: map[string]string{naming.KeyIDEntry: keyID(cfg.key)}}}
+	h.full = h.newHash()
+	writeLP(h.full, []byte(hashVersion))
+	return h
+}
+
+// newHash returns an HMAC-SHA256 under the hash key, or a SHA-256 without one.
+func (h *hasher) newHash() hash.Hash {
+	if h.key != nil {
+		return hmac.New(sha256.New, h.key)
+	}
+	return sha256.New()
+}
+
+// entry records one (name, value) pair in Entries and, unless it is ignored,
+// in the stream.
+func (h *hasher) entry(name string, value []byte, ignored bool) {
+	mark := ""
+	if ignored {
+		mark = naming.Ignored
+	} else {
+		writeLP(h.full, []byte(name))
+		writeLP(h.full, value)
+	}
+	h.out.Entries[name] = mark + h.recorded(name, value)
+}
+
+// recorded is what Entries keeps of value: "-" or "+" for the markers, else
+// a short digest salted with the namespace and name.
+func (h *hasher) recorded(name string, value []byte) string {
+	switch {
+	case len(value) == 1 && value[0] == absent:
+		return "-"
+	case len(value) == 1 && value[0] == present:
+		return "+"
+	}
+	d := h.newHash()
+	writeLP(d, []byte("hotcert.dev/applied-keys/v1"))
+	writeLP(d, []byte(h.namespace))
+	writeLP(d, []byte(name))
+	writeLP(d, value)
+	return hex.EncodeToString(d.Sum(nil)[:8])
+}
+
+// absentObject records an object that does not exist, and each key it names,
+// as absent; it is missing unless optional.
+func (h *hasher) absentObject(r Ref) {
+	if !r.Optional {
+		h.out.Missing = append(h.out.Missing, Problem{Kind: r.Kind, Name: r.Name, Reason: ReasonMissingObject})
+	}
+	h.entry(entryName(r), []byte{absent}, false)
+	for _, k := range r.Keys {
+		h.entry(entryName(r)+"/"+k.Key, []byte{absent}, false)
+	}
+}
+
+// object records an existing object: its malformed exceptions, its missing
+// keys, the object (its key set when wholly consumed) and each consumed key.
+func (h *hasher) object(r Ref, obj *Object) {
+	exc := obj.Exceptions
+	if exc.Err != nil {
+		h.out.Malformed = append(h.out.Malformed, Problem{Kind: r.Kind, Name: r.Name, Reason: ReasonInvalidAnnotation,
+			Detail: fmt.Sprintf("%s %s: %v", r.Kind, naming.Display(r.Name), exc.Err)})
+	}
+	h.missingKeys(r, obj)
+	if r.All {
+		h.entry(entryName(r), keySet(obj), exc.Object)
+	} else {
+		h.entry(entryName(r), []byte{present}, exc.Object)
+	}
+	for _, k := range consumedKeys(r, obj) {
+		h.consumedKey(r, obj, k)
+	}
+}
+
+// missingKeys lists the required keys r names that obj does not have.
+func (h *hasher) missingKeys(r Ref, obj *Object) {
+	for _, k := range r.Keys {
+		if _, ok := obj.Keys[k.Key]; !ok && !k.Optional {
+			h.out.Missing = append(h.out.Missing, Problem{Kind: r.Kind, Name: r.Name, Key: k.Key, Reason: ReasonMissingKey})
 		}
 	}
-	out.Hash = hex.EncodeToString(full.Sum(nil))
-	return out, nil
 }
+
+// consumedKeys are the keys r names, in its order, or, when r consumes all of
+// obj, those and obj's keys, sorted.
+func consumedKeys(r Ref, obj *Object) []string {
+	keys := make([]string, 0, len(r.Keys))
+	for _, k := range r.Keys {
+		keys = append(keys, k.Key)
+	}
+	if !r.All {
+		return keys
+	}
+	for k := range obj.Keys {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
+// keySet is the value of a wholly consumed object: the SHA-256 of its key
+// names. Ignored keys come and go without changing the set.
+func keySet(obj *Object) []byte {
+	exc := obj.Exceptions
+	names := slices.DeleteFunc(sortedKeys(obj.Keys), func(k string) bool { return !exc.Object && exc.Ignores(k) })
+	ks := sha256.New()
+	for _, k := range names {
+		writeLP(ks, []byte(k))
+	}
+	return ks.Sum(nil)
+}
+
+// consumedKey records key k of obj (absent when obj has none) and, unless it
+// is ignored, its TLS problem.
+func (h *hasher) consumedKey(r Ref, obj *Object, k string) {
+	ignored := obj.Exceptions.Ignores(k)
+	d, ok := obj.Keys[k]
+	if !ok {
+		h.entry(entryName(r)+"/"+k, []byte{absent}, ignored)
+		return
+	}
+	h.entry(entryName(r)+"/"+k, d[:], ignored)
+	if err := obj.Problems[k]; err != nil && !ignored {
+		h.tlsProblem(r, k, err)
+	}
+}
+
+// tlsProblem lists the TLS problem err of key k as not yet valid or invalid.
+func (h *hasher) tlsProblem(r Ref, k string, err error) {
+	var early *NotYetValidError
+	if errors.As(err, &early) {
+		h.out.NotYetValid = append(h.out.NotYetValid, Problem{Kind: r.Kind, Name: r.Name, Key: k, Reason: ReasonNotYetValid, Detail: err.Error(), NotBefore: early.NotBefore})
+		return
+	}
+	h.out.Invalid = append(h.out.Invalid, Problem{Kind: r.Kind, Name: r.Name, Key: k, Reason: ReasonInvalidTLS, Detail: err.Error()})
+}
+
+// entryName names r's object in Entries ("Secret/name"); its keys follow it
+// after a "/".
+func entryName(r Ref) string { return string(r.Kind) + "/" + r.Name }
 
 func keyID(key []byte) string {
 	if key == nil {
