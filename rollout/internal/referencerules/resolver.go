@@ -260,15 +260,8 @@ func (r *Resolver) workloadHandler(kind string) cache.ResourceEventHandler {
 // Runs reports whether an object of the graph runs the workload kind
 // namespace/name (and Consumed would return non-nil).
 func (r *Resolver) Runs(kind, namespace, name string) bool {
-	inf := r.work[kind]
-	if inf == nil {
-		return false
-	}
-	o, ok, err := inf.GetIndexer().GetByKey(namespace + "/" + name)
-	if err != nil || !ok {
-		return false
-	}
-	return len(r.runners(kind, o.(*unstructured.Unstructured))) > 0
+	runners, _ := r.runnersOf(kind, namespace, name)
+	return len(runners) > 0
 }
 
 // WorkloadsOf returns the workloads that consume the Secret or ConfigMap
@@ -387,6 +380,22 @@ func selects(sel map[string]string, name string, labels map[string]string) bool 
 // Consumed returns what the workload kind namespace/name consumes through the
 // chains of the graph: nil when no object of the graph runs it.
 func (r *Resolver) Consumed(kind, namespace, name string) (*Consumption, error) {
+	runners, err := r.runnersOf(kind, namespace, name)
+	if len(runners) == 0 || err != nil {
+		return nil, err
+	}
+	cw := &chainWalk{r: r, c: &Consumption{}, refs: map[string]map[refKey]*rollout.Ref{}, seen: map[string]bool{}}
+	for _, n := range runners {
+		cw.c.Via = append(cw.c.Via, gkString(n.gk)+" "+n.obj.GetNamespace()+"/"+n.obj.GetName())
+		cw.visit(n, "")
+	}
+	cw.c.Refs = sortedRefs(cw.refs)
+	return cw.c, nil
+}
+
+// runnersOf returns the objects of the graph that run the workload kind
+// namespace/name, none when the resolver does not know it.
+func (r *Resolver) runnersOf(kind, namespace, name string) ([]node, error) {
 	inf := r.work[kind]
 	if inf == nil {
 		return nil, nil
@@ -395,64 +404,85 @@ func (r *Resolver) Consumed(kind, namespace, name string) (*Consumption, error) 
 	if err != nil || !ok {
 		return nil, err
 	}
-	w := o.(*unstructured.Unstructured)
-	runners := r.runners(kind, w)
-	if len(runners) == 0 {
-		return nil, nil
+	return r.runners(kind, o.(*unstructured.Unstructured)), nil
+}
+
+// chainWalk is one descent of Consumed, from the objects running a workload
+// down the objects they name: what it found consumed (by namespace) or
+// missing, and the objects seen.
+type chainWalk struct {
+	r    *Resolver
+	c    *Consumption
+	refs map[string]map[refKey]*rollout.Ref
+	seen map[string]bool
+}
+
+// visit adds what n consumes, then visits the objects it names; via is how
+// the walk came to n ("" at a runner).
+func (cw *chainWalk) visit(n node, via string) {
+	if cw.seen[n.id()] {
+		return
 	}
-	c := &Consumption{Refs: map[string]rollout.Refs{}}
-	refs := map[string]map[refKey]*rollout.Ref{}
-	seen := map[string]bool{}
-	var visit func(n node, via string)
-	visit = func(n node, via string) {
-		if seen[n.id()] {
-			return
+	cw.seen[n.id()] = true
+	kn := cw.r.graph.kinds[n.gk]
+	here := n.gk.Kind + " " + n.obj.GetName()
+	if via != "" {
+		here = via + " → " + here
+	}
+	ns := n.obj.GetNamespace()
+	for _, d := range kn.data {
+		for _, p := range pairs(n.obj.Object, d.name, d.key) {
+			addRef(cw.refs, ns, d.kind, p, d.optional, here)
 		}
-		seen[n.id()] = true
-		kn := r.graph.kinds[n.gk]
-		here := via + " → " + n.gk.Kind + " " + n.obj.GetName()
-		if via == "" {
-			here = n.gk.Kind + " " + n.obj.GetName()
-		}
-		ns := n.obj.GetNamespace()
-		for _, d := range kn.data {
-			for _, p := range pairs(n.obj.Object, d.name, d.key) {
-				addRef(refs, ns, d.kind, p, d.optional, here)
-			}
-		}
-		for _, nr := range kn.names {
-			target := r.crs[nr.target]
-			for _, v := range nr.name.values(n.obj.Object) {
-				tns, tname := ns, v
-				if nr.namespaced {
-					if i := strings.IndexByte(v, '/'); i >= 0 {
-						tns, tname = v[:i], v[i+1:]
-					}
-				}
-				if r.namespace != "" && tns != r.namespace {
-					// Not informed: "not found" would be a lie.
-					c.Missing = append(c.Missing, rollout.Problem{
-						Kind: rollout.Kind(gkString(nr.target)), Name: naming.Foreign(tns, tname), Reason: rollout.ReasonOutOfScope,
-						Detail: fmt.Sprintf("%s %s/%s, named by %s, is in a namespace this controller does not watch", nr.target.Kind, tns, tname, here),
-					})
-					continue
-				}
-				t, ok, _ := target.GetIndexer().GetByKey(tns + "/" + tname)
-				if !ok {
-					c.Missing = append(c.Missing, rollout.Problem{
-						Kind: rollout.Kind(gkString(nr.target)), Name: tns + "/" + tname, Reason: rollout.ReasonMissingObject,
-						Detail: fmt.Sprintf("%s %s/%s, named by %s, not found", nr.target.Kind, tns, tname, here),
-					})
-					continue
-				}
-				visit(node{nr.target, t.(*unstructured.Unstructured)}, here)
+	}
+	for _, nr := range kn.names {
+		for _, v := range nr.name.values(n.obj.Object) {
+			if t := cw.named(ns, nr, v, here); t != nil {
+				cw.visit(node{nr.target, t}, here)
 			}
 		}
 	}
-	for _, n := range runners {
-		c.Via = append(c.Via, gkString(n.gk)+" "+n.obj.GetNamespace()+"/"+n.obj.GetName())
-		visit(n, "")
+}
+
+// named returns the object that value v of field nr, read in namespace ns
+// at here, names; or nil, listing it missing, when it is out of the
+// resolver's scope or not found.
+func (cw *chainWalk) named(ns string, nr nameRef, v, here string) *unstructured.Unstructured {
+	tns, tname := nr.split(ns, v)
+	if cw.r.namespace != "" && tns != cw.r.namespace {
+		// Not informed: "not found" would be a lie.
+		cw.c.Missing = append(cw.c.Missing, rollout.Problem{
+			Kind: rollout.Kind(gkString(nr.target)), Name: naming.Foreign(tns, tname), Reason: rollout.ReasonOutOfScope,
+			Detail: fmt.Sprintf("%s %s/%s, named by %s, is in a namespace this controller does not watch", nr.target.Kind, tns, tname, here),
+		})
+		return nil
 	}
+	t, ok, _ := cw.r.crs[nr.target].GetIndexer().GetByKey(tns + "/" + tname)
+	if !ok {
+		cw.c.Missing = append(cw.c.Missing, rollout.Problem{
+			Kind: rollout.Kind(gkString(nr.target)), Name: tns + "/" + tname, Reason: rollout.ReasonMissingObject,
+			Detail: fmt.Sprintf("%s %s/%s, named by %s, not found", nr.target.Kind, tns, tname, here),
+		})
+		return nil
+	}
+	return t.(*unstructured.Unstructured)
+}
+
+// split returns the namespace and name that value v of nr, read in namespace
+// ns, names.
+func (nr nameRef) split(ns, v string) (string, string) {
+	if nr.namespaced {
+		if i := strings.IndexByte(v, '/'); i >= 0 {
+			return v[:i], v[i+1:]
+		}
+	}
+	return ns, v
+}
+
+// sortedRefs turns what a chainWalk found consumed into Consumption.Refs: each
+// namespace's Refs sorted by kind and name, their keys and uses sorted.
+func sortedRefs(refs map[string]map[refKey]*rollout.Ref) map[string]rollout.Refs {
+	out := map[string]rollout.Refs{}
 	for ns, m := range refs {
 		var rs rollout.Refs
 		for _, ref := range m {
@@ -469,9 +499,9 @@ func (r *Resolver) Consumed(kind, namespace, name string) (*Consumption, error) 
 			}
 			return rs[i].Name < rs[j].Name
 		})
-		c.Refs[ns] = rs
+		out[ns] = rs
 	}
-	return c, nil
+	return out
 }
 
 // runners returns the objects of the graph that run workload w.
@@ -558,12 +588,7 @@ func refValues(n *kindNode, obj any) []string {
 	}
 	for _, nr := range n.names {
 		for _, v := range nr.name.values(u.Object) {
-			tns, tname := ns, v
-			if nr.namespaced {
-				if i := strings.IndexByte(v, '/'); i >= 0 {
-					tns, tname = v[:i], v[i+1:]
-				}
-			}
+			tns, tname := nr.split(ns, v)
 			out = append(out, gkString(nr.target)+"/"+tns+"/"+tname)
 		}
 	}
