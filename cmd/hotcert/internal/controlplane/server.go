@@ -68,8 +68,11 @@ type Server struct {
 	authFails, tokensIssued                                                   atomic.Uint64
 }
 
-// New loads the certificate (and client CA bundle) and builds the gRPC server. A
-// missing or invalid certificate is an error. Call Serve to accept agents.
+// New loads the certificate (and client CA bundle) and builds the gRPC server, in
+// named steps: register the metrics, load the server certificate, put the trust
+// guard in front of it, load the client CA bundle, then build the gRPC server that
+// serves agents. A missing or invalid certificate is an error. Call Serve to accept
+// agents.
 func New(cfg Config) (*Server, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
@@ -83,57 +86,127 @@ func New(cfg Config) (*Server, error) {
 		refused:  make(map[string]uint64),
 	}
 	s.reloadCtx, s.cancel = context.WithCancel(context.Background())
-
-	var observer hotcert.Observer
-	if cfg.Registerer != nil {
-		rec, err := metrics.New(cfg.Registerer, cfg.MetricsOptions...)
-		if err != nil {
-			return nil, fmt.Errorf("controlplane: %w", err)
-		}
-		observer = rec
-		if err := cfg.Registerer.Register(&collector{s: s}); err != nil {
-			return nil, fmt.Errorf("controlplane: register metrics: %w", err)
-		}
-		if err := cfg.Registerer.Register(fleetCollector{s: s}); err != nil {
-			return nil, fmt.Errorf("controlplane: register fleet metrics: %w", err)
-		}
-	}
-	reloaderOpts := func(component string, extra ...hotcert.Option) []hotcert.Option {
-		opts := []hotcert.Option{hotcert.WithComponent(component), hotcert.WithComponentLabel(cfg.ComponentKey), hotcert.WithLogger(s.log)}
-		if observer != nil {
-			opts = append(opts, hotcert.WithObserver(observer))
-		}
-		return append(append(opts, extra...), cfg.ReloaderOptions...)
-	}
-
-	var err error
-	s.cert, err = hotcert.New(s.reloadCtx, cfg.TLS, reloaderOpts(cfg.Component)...)
+	observer, err := s.registerMetrics()
 	if err != nil {
-		return nil, fmt.Errorf("controlplane: server certificate: %w", err)
+		return nil, err
+	}
+	if err := s.loadCertificate(observer); err != nil {
+		return nil, err
+	}
+	if err := s.guardServing(); err != nil {
+		return nil, err
+	}
+	creds, err := s.transportCredentials(observer)
+	if err != nil {
+		return nil, err
+	}
+	if s.gs, err = s.buildGRPC(creds); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// registerMetrics registers the hotcert_tls_* recorder and the server's collectors
+// with Config.Registerer, and returns the recorder the reloaders report to (nil
+// without a registerer).
+func (s *Server) registerMetrics() (hotcert.Observer, error) {
+	reg := s.cfg.Registerer
+	if reg == nil {
+		return nil, nil
+	}
+	rec, err := metrics.New(reg, s.cfg.MetricsOptions...)
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: %w", err)
+	}
+	if err := reg.Register(&collector{s: s}); err != nil {
+		return nil, fmt.Errorf("controlplane: register metrics: %w", err)
+	}
+	if err := reg.Register(fleetCollector{s: s}); err != nil {
+		return nil, fmt.Errorf("controlplane: register fleet metrics: %w", err)
+	}
+	return rec, nil
+}
+
+// reloaderOptions are the options of the reloader of component: its name, the log
+// attribute that carries it, the logger, the observer (if any), extra, then
+// Config.ReloaderOptions.
+func (s *Server) reloaderOptions(observer hotcert.Observer, component string, extra ...hotcert.Option) []hotcert.Option {
+	opts := []hotcert.Option{hotcert.WithComponent(component), hotcert.WithComponentLabel(s.cfg.ComponentKey), hotcert.WithLogger(s.log)}
+	if observer != nil {
+		opts = append(opts, hotcert.WithObserver(observer))
+	}
+	return append(append(opts, extra...), s.cfg.ReloaderOptions...)
+}
+
+// loadCertificate loads the server certificate, which handshakes serve unless a
+// trust guard stands in front of it.
+func (s *Server) loadCertificate(observer hotcert.Observer) error {
+	var err error
+	s.cert, err = hotcert.New(s.reloadCtx, s.cfg.TLS, s.reloaderOptions(observer, s.cfg.Component)...)
+	if err != nil {
+		return fmt.Errorf("controlplane: server certificate: %w", err)
 	}
 	s.serving = s.cert
-	if cfg.TrustGuard {
-		s.guard = newTrustGuard(s, s.cert, cfg.TrustGuardMargin, cfg.TrustGuardRemember, cfg.Clock)
-		s.serving = s.guard
-		if cfg.Registerer != nil {
-			if err := cfg.Registerer.Register(guardCollector{g: s.guard}); err != nil {
-				return nil, fmt.Errorf("controlplane: register trust guard metrics: %w", err)
-			}
-		}
-	}
-	var creds credentials.TransportCredentials
-	if cfg.ClientCA != nil {
-		s.clientCA, err = hotcert.New(s.reloadCtx, cfg.ClientCA, reloaderOpts(cfg.Component+"_client_ca",
-			hotcert.WithLogMessages("client CA bundle loaded", "client CA bundle reloaded", "client CA bundle reload failed"),
-			hotcert.WithValidation(hotcert.WithRequireTrust()))...)
-		if err != nil {
-			return nil, fmt.Errorf("controlplane: client CA bundle: %w", err)
-		}
-		creds = grpccreds.NewMTLSServer(s.serving, tlsconfig.WithTrust(s.clientCA))
-	} else {
-		creds = grpccreds.NewServer(s.serving)
-	}
+	return nil
+}
 
+// guardServing, with Config.TrustGuard, puts the trust guard between the
+// certificate and the handshakes (and registers its metrics).
+func (s *Server) guardServing() error {
+	if !s.cfg.TrustGuard {
+		return nil
+	}
+	s.guard = newTrustGuard(s, s.cert, s.cfg.TrustGuardMargin, s.cfg.TrustGuardRemember, s.cfg.Clock)
+	s.serving = s.guard
+	if s.cfg.Registerer != nil {
+		if err := s.cfg.Registerer.Register(guardCollector{g: s.guard}); err != nil {
+			return fmt.Errorf("controlplane: register trust guard metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// transportCredentials serves what the handshakes serve; with Config.ClientCA it
+// loads the client CA bundle and requires client certificates that chain to it.
+func (s *Server) transportCredentials(observer hotcert.Observer) (credentials.TransportCredentials, error) {
+	if s.cfg.ClientCA == nil {
+		return grpccreds.NewServer(s.serving), nil
+	}
+	var err error
+	s.clientCA, err = hotcert.New(s.reloadCtx, s.cfg.ClientCA, s.reloaderOptions(observer, s.cfg.Component+"_client_ca",
+		hotcert.WithLogMessages("client CA bundle loaded", "client CA bundle reloaded", "client CA bundle reload failed"),
+		hotcert.WithValidation(hotcert.WithRequireTrust()))...)
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: client CA bundle: %w", err)
+	}
+	return grpccreds.NewMTLSServer(s.serving, tlsconfig.WithTrust(s.clientCA)), nil
+}
+
+// buildGRPC builds the server that serves agents over creds (counting
+// handshakes): a grpc.Server, or with Config.DrainWindow or Config.CutUntrusted a
+// drain.Server that serves each connection with a grpc.Server of its own.
+func (s *Server) buildGRPC(creds credentials.TransportCredentials) (grpcServer, error) {
+	opts := s.serverOptions()
+	creds = &countingCreds{TransportCredentials: creds, s: s}
+	newGRPC := func(extra ...grpc.ServerOption) *grpc.Server {
+		gs := grpc.NewServer(append(extra, opts...)...)
+		gs.RegisterService(agentrpc.ServiceDesc(s.handle), nil)
+		return gs
+	}
+	if s.cfg.DrainWindow > 0 || s.cfg.CutUntrusted {
+		dopts, err := s.drainOptions()
+		if err != nil {
+			return nil, err
+		}
+		return drain.NewServer(creds, newGRPC, dopts...), nil
+	}
+	return newGRPC(grpc.Creds(creds)), nil
+}
+
+// serverOptions are the options of every grpc.Server that serves agents: timeouts,
+// buffers, keepalive, and with Config.Tokens the interceptors that verify tokens.
+func (s *Server) serverOptions() []grpc.ServerOption {
+	cfg := &s.cfg
 	opts := []grpc.ServerOption{
 		grpc.ConnectionTimeout(cfg.HandshakeTimeout),
 		// Messages are tiny: small transport buffers keep thousands of agent
@@ -157,32 +230,28 @@ func New(cfg Config) (*Server, error) {
 		}
 		opts = append(opts, grpc.KeepaliveParams(kp))
 	}
-	creds = &countingCreds{TransportCredentials: creds, s: s}
-	newGRPC := func(extra ...grpc.ServerOption) *grpc.Server {
-		gs := grpc.NewServer(append(extra, opts...)...)
-		gs.RegisterService(agentrpc.ServiceDesc(s.handle), nil)
-		return gs
+	return opts
+}
+
+// drainOptions are the drain.Server's options: the identity drain with
+// Config.DrainWindow, the trust cut with Config.CutUntrusted, and its metrics.
+func (s *Server) drainOptions() ([]drain.Option, error) {
+	cfg := &s.cfg
+	dopts := []drain.Option{drain.WithLogger(s.log), drain.WithComponent(cfg.Component), drain.WithComponentLabel(cfg.ComponentKey), drain.WithGrace(cfg.DrainGrace)}
+	if cfg.DrainWindow > 0 {
+		dopts = append(dopts, drain.WithIdentityDrain(s.serving, cfg.DrainWindow))
 	}
-	if cfg.DrainWindow > 0 || cfg.CutUntrusted {
-		dopts := []drain.Option{drain.WithLogger(s.log), drain.WithComponent(cfg.Component), drain.WithComponentLabel(cfg.ComponentKey), drain.WithGrace(cfg.DrainGrace)}
-		if cfg.DrainWindow > 0 {
-			dopts = append(dopts, drain.WithIdentityDrain(s.serving, cfg.DrainWindow))
-		}
-		if cfg.CutUntrusted {
-			dopts = append(dopts, drain.WithTrustCut(s.clientCA))
-		}
-		if cfg.Registerer != nil {
-			dm, err := metrics.NewDrain(cfg.Registerer, cfg.MetricsOptions...)
-			if err != nil {
-				return nil, fmt.Errorf("controlplane: %w", err)
-			}
-			dopts = append(dopts, drain.WithObserver(dm))
-		}
-		s.gs = drain.NewServer(creds, newGRPC, dopts...)
-	} else {
-		s.gs = newGRPC(grpc.Creds(creds))
+	if cfg.CutUntrusted {
+		dopts = append(dopts, drain.WithTrustCut(s.clientCA))
 	}
-	return s, nil
+	if cfg.Registerer != nil {
+		dm, err := metrics.NewDrain(cfg.Registerer, cfg.MetricsOptions...)
+		if err != nil {
+			return nil, fmt.Errorf("controlplane: %w", err)
+		}
+		dopts = append(dopts, drain.WithObserver(dm))
+	}
+	return dopts, nil
 }
 
 // grpcServer is a grpc.Server, or a drain.Server that serves each connection with a

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -33,46 +34,136 @@ type session struct {
 	reportedAt time.Time
 }
 
-// handle serves one Connect stream: register, then heartbeats in and work out until
-// the agent leaves, the connection breaks or the server stops.
+// handle serves one Connect stream in named steps: register the agent (its first
+// message, its peer, its token), welcome it (the registered reply, its trust, its
+// session), then converse — heartbeats in and work out — until the agent leaves,
+// the connection breaks or the server stops.
 func (s *Server) handle(stream grpc.ServerStream) error {
 	ctx := stream.Context()
-	first, err := agentrpc.Recv(stream)
+	sess, trust, err := s.register(ctx, stream)
 	if err != nil {
 		return err
 	}
+	if err := s.welcome(stream, sess, trust); err != nil {
+		return err
+	}
+	reason := reasonAgentClosed
+	defer func() { s.removeSession(sess, reason) }()
+	reason, err = s.converse(ctx, stream, sess)
+	return err
+}
+
+// reasonAgentClosed is why a stream the agent ended closed.
+const reasonAgentClosed = "agent closed the stream"
+
+// register reads the stream's first message, which must register an agent, and
+// returns the agent's session (who it is, from where, with which client
+// certificate) and the trust it reports. With Config.Tokens the stream's token must
+// have been issued to the agent id it registers.
+func (s *Server) register(ctx context.Context, stream grpc.ServerStream) (*session, *agentrpc.TrustReport, error) {
+	first, err := agentrpc.Recv(stream)
+	if err != nil {
+		return nil, nil, err
+	}
 	if first.Type != agentrpc.TypeRegister || first.AgentID == "" {
-		return status.Errorf(codes.InvalidArgument, "first message must be %q with an agent id, got %q", agentrpc.TypeRegister, first.Type)
+		return nil, nil, status.Errorf(codes.InvalidArgument, "first message must be %q with an agent id, got %q", agentrpc.TypeRegister, first.Type)
 	}
 	sess := &session{info: AgentInfo{ID: first.AgentID, Since: time.Now()}, work: make(chan string, 16)}
-	if p, ok := peer.FromContext(ctx); ok {
-		sess.info.Remote = addrString(p.Addr)
-		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.PeerCertificates) > 0 {
-			c := ti.State.PeerCertificates[0]
-			sess.info.ClientSubject, sess.info.ClientSerial = c.Subject.String(), hotcert.FormatSerial(c.SerialNumber)
-		}
+	identifyPeer(ctx, &sess.info)
+	if err := s.checkTokenSubject(ctx, sess); err != nil {
+		return nil, nil, err
 	}
-	if s.cfg.Tokens != nil {
-		// The interceptor verified the token; it must have been issued to this agent.
-		claims, ok := jwtgrpc.ClaimsFromContext(ctx)
-		if !ok || claims.Subject != first.AgentID {
-			sub := ""
-			if ok {
-				sub = claims.Subject
-			}
-			s.authRejected(sess.info.Remote, first.AgentID, AuthReasonSubject,
-				fmt.Errorf("token issued to %q, stream registers agent %q", sub, first.AgentID))
-			return status.Error(codes.Unauthenticated, "token rejected: issued to another agent")
-		}
-	}
+	return sess, first.Trust, nil
+}
+
+// welcome sends the agent the registered reply (with its first token), records the
+// trust it registered with, and adds its session to the server's.
+func (s *Server) welcome(stream grpc.ServerStream, sess *session, trust *agentrpc.TrustReport) error {
 	if err := agentrpc.Send(stream, agentrpc.Message{Type: agentrpc.TypeRegistered, Replica: s.cfg.Replica, Token: s.freshToken(sess, true)}); err != nil {
 		return err
 	}
-	s.report(sess, first.Trust)
+	s.report(sess, trust)
 	s.addSession(sess)
-	reason := "agent closed the stream"
-	defer func() { s.removeSession(sess, reason) }()
+	return nil
+}
 
+// identifyPeer fills in where the agent connects from and, over mTLS, the subject
+// and serial of its client certificate.
+func identifyPeer(ctx context.Context, info *AgentInfo) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return
+	}
+	info.Remote = addrString(p.Addr)
+	if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.PeerCertificates) > 0 {
+		c := ti.State.PeerCertificates[0]
+		info.ClientSubject, info.ClientSerial = c.Subject.String(), hotcert.FormatSerial(c.SerialNumber)
+	}
+}
+
+// checkTokenSubject, with Config.Tokens, refuses a stream whose token (the
+// interceptor verified it) was issued to another agent than the one it registers.
+func (s *Server) checkTokenSubject(ctx context.Context, sess *session) error {
+	if s.cfg.Tokens == nil {
+		return nil
+	}
+	id := sess.info.ID
+	claims, ok := jwtgrpc.ClaimsFromContext(ctx)
+	if ok && claims.Subject == id {
+		return nil
+	}
+	sub := ""
+	if ok {
+		sub = claims.Subject
+	}
+	s.authRejected(sess.info.Remote, id, AuthReasonSubject, fmt.Errorf("token issued to %q, stream registers agent %q", sub, id))
+	return status.Error(codes.Unauthenticated, "token rejected: issued to another agent")
+}
+
+// converse answers the agent's heartbeats and sends it work (Broadcast's, and every
+// Config.WorkInterval) until the stream ends, and returns why it ended and the
+// stream's error (nil when the agent closed it or the connection was drained).
+func (s *Server) converse(ctx context.Context, stream grpc.ServerStream, sess *session) (string, error) {
+	in, recvErr := receive(ctx, stream)
+	var tick <-chan time.Time
+	if s.cfg.WorkInterval > 0 {
+		t := time.NewTicker(s.cfg.WorkInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		var sendErr error
+		select {
+		case m := <-in:
+			sendErr = s.heartbeat(stream, sess, m)
+		case payload := <-sess.work:
+			sendErr = s.sendWork(stream, payload)
+		case <-tick:
+			sendErr = s.sendWork(stream, "")
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) {
+				return reasonAgentClosed, nil
+			}
+			return "receive: " + err.Error(), err
+		case <-ctx.Done():
+			return "connection closed: " + ctx.Err().Error(), ctx.Err()
+		case <-drain.Draining(ctx):
+			// The connection is being drained (a rotation, or the peer is no longer
+			// trusted): end the stream cleanly so the agent re-opens it at once on a
+			// new connection.
+			return "drained", nil
+		case <-s.stopping:
+			return "server shutting down", status.Error(codes.Unavailable, "control plane replica shutting down")
+		}
+		if sendErr != nil {
+			return "send: " + sendErr.Error(), sendErr
+		}
+	}
+}
+
+// receive reads the stream's messages in a goroutine of its own, until the stream
+// breaks (the error is sent on the second channel) or its context is done.
+func receive(ctx context.Context, stream grpc.ServerStream) (<-chan agentrpc.Message, <-chan error) {
 	in := make(chan agentrpc.Message)
 	recvErr := make(chan error, 1)
 	go func() {
@@ -89,55 +180,19 @@ func (s *Server) handle(stream grpc.ServerStream) error {
 			}
 		}
 	}()
+	return in, recvErr
+}
 
-	var tick <-chan time.Time
-	if s.cfg.WorkInterval > 0 {
-		t := time.NewTicker(s.cfg.WorkInterval)
-		defer t.Stop()
-		tick = t.C
+// heartbeat records the trust a heartbeat reports and acknowledges it, with a
+// fresh token when one is due. Other messages are ignored.
+func (s *Server) heartbeat(stream grpc.ServerStream, sess *session, m agentrpc.Message) error {
+	if m.Type != agentrpc.TypeHeartbeat {
+		return nil
 	}
-	for {
-		select {
-		case m := <-in:
-			if m.Type == agentrpc.TypeHeartbeat {
-				s.heartbeats.Add(1)
-				s.report(sess, m.Trust)
-				ack := agentrpc.Message{Type: agentrpc.TypeHeartbeatAck, Seq: m.Seq, Token: s.freshToken(sess, false)}
-				if err := agentrpc.Send(stream, ack); err != nil {
-					reason = "send: " + err.Error()
-					return err
-				}
-			}
-		case payload := <-sess.work:
-			if err := s.sendWork(stream, payload); err != nil {
-				reason = "send: " + err.Error()
-				return err
-			}
-		case <-tick:
-			if err := s.sendWork(stream, ""); err != nil {
-				reason = "send: " + err.Error()
-				return err
-			}
-		case err := <-recvErr:
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			reason = "receive: " + err.Error()
-			return err
-		case <-ctx.Done():
-			reason = "connection closed: " + ctx.Err().Error()
-			return ctx.Err()
-		case <-drain.Draining(ctx):
-			// The connection is being drained (a rotation, or the peer is no longer
-			// trusted): end the stream cleanly so the agent re-opens it at once on a
-			// new connection.
-			reason = "drained"
-			return nil
-		case <-s.stopping:
-			reason = "server shutting down"
-			return status.Error(codes.Unavailable, "control plane replica shutting down")
-		}
-	}
+	s.heartbeats.Add(1)
+	s.report(sess, m.Trust)
+	ack := agentrpc.Message{Type: agentrpc.TypeHeartbeatAck, Seq: m.Seq, Token: s.freshToken(sess, false)}
+	return agentrpc.Send(stream, ack)
 }
 
 // freshToken returns a new token for the session's agent when it needs one: always

@@ -50,16 +50,44 @@ type Result struct {
 	Log      string   // path of the servers' and agents' log
 }
 
-// Run plays the story. It returns an error naming every broken invariant.
+// Run plays the story, in named steps: set the world up, sample it for the live
+// line and the timeline, wait for the agents to connect, play the phases, check
+// what must hold over the whole run, then write the timeline and the summary. It
+// returns an error naming every broken invariant.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.defaults()
 	if cfg.Out == "" {
 		return nil, errors.New("demo: an output directory is required")
 	}
 	p := newProgress(cfg.Stdout, cfg.Terminal)
+	s, err := setUp(cfg, p)
+	if err != nil {
+		return nil, err
+	}
+	w := s.w
+	res := &Result{Timeline: filepath.Join(cfg.Out, "timeline.svg"), Log: filepath.Join(cfg.Out, "demo.log")}
+	defer w.close()
+	if err := w.writePEM("pki/ca-2026.crt", s.newCA.CertPEM); err != nil {
+		return nil, err
+	}
+	live := startLiveLine(ctx, w, p)
+	s.connectAgents(ctx, res)
+	phases := s.phases()
+	s.playPhases(ctx, phases, res, p, live)
+	res.Broken = append(res.Broken, w.brokenOverall()...)
+	live.stop()
+	p.clear()
+	for _, ph := range phases[len(res.Phases):] {
+		res.NotRun = append(res.NotRun, ph.name)
+	}
+	return s.finish(ctx, cfg, res)
+}
+
+// setUp builds the local PKI (two CAs, the first server certificate) and the
+// agent-token signing key, and starts the replicas and agents.
+func setUp(cfg Config, p *progress) (*story, error) {
 	p.linef("hotcert demo: %d control-plane replicas, %d agents, files in %s", cfg.Replicas, cfg.Agents, cfg.Out)
 	p.linef("building a local PKI (two CAs, server certificates) and agent-token signing keys…")
-
 	oldCA := hotcerttest.MustNewCA(hotcerttest.WithCommonName("hotcert demo CA 2025"))
 	newCA := hotcerttest.MustNewCA(hotcerttest.WithCommonName("hotcert demo CA 2026"))
 	first := oldCA.MustIssue(serverLeaf()...)
@@ -73,52 +101,79 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	w.nameCA(newCA)
-	res := &Result{Timeline: filepath.Join(cfg.Out, "timeline.svg"), Log: filepath.Join(cfg.Out, "demo.log")}
-	defer w.close()
-	if err := w.writePEM("pki/ca-2026.crt", newCA.CertPEM); err != nil {
-		return nil, err
-	}
+	return &story{w: w, oldCA: oldCA, newCA: newCA, current: first, signing: signing}, nil
+}
 
-	// Sample the system for the live line and the timeline.
-	sampleCtx, stopSampling := context.WithCancel(ctx)
-	var sampler sync.WaitGroup
-	phaseName := "connecting agents"
-	var phaseMu sync.Mutex
-	sampler.Go(func() {
+// liveLine samples the system every 100ms, for the live line (which names the
+// phase being played) and the timeline, until stopped.
+type liveLine struct {
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+
+	mu    sync.Mutex
+	phase string
+}
+
+func startLiveLine(ctx context.Context, w *world, p *progress) *liveLine {
+	ctx, cancel := context.WithCancel(ctx)
+	l := &liveLine{cancel: cancel, phase: "connecting agents"}
+	l.done.Go(func() {
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		for {
 			select {
-			case <-sampleCtx.Done():
+			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
 			n := w.connected()
 			w.sample()
-			phaseMu.Lock()
-			name := phaseName
-			phaseMu.Unlock()
 			p.status("%-32s agents %4d/%d connected · handshakes %6d ok / %d failed · reloads %d",
-				name, n, len(w.agents), w.c.connects.Load(), w.c.handshakeFails.Load(), w.c.reloads.Load())
+				l.phaseName(), n, len(w.agents), w.c.connects.Load(), w.c.handshakeFails.Load(), w.c.reloads.Load())
 		}
 	})
+	return l
+}
 
-	s := &story{w: w, oldCA: oldCA, newCA: newCA, current: first, signing: signing}
+func (l *liveLine) setPhase(name string) {
+	l.mu.Lock()
+	l.phase = name
+	l.mu.Unlock()
+}
+
+func (l *liveLine) phaseName() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.phase
+}
+
+// stop ends the sampling and waits for it.
+func (l *liveLine) stop() {
+	l.cancel()
+	l.done.Wait()
+}
+
+// connectAgents waits for every agent to connect (a broken invariant if some do
+// not), then holds a steady state.
+func (s *story) connectAgents(ctx context.Context, res *Result) {
+	w := s.w
 	w.tl.Mark(MarkPhase, "agents connect")
 	if err := w.waitFor(ctx, func() bool { return w.connected() == len(w.agents) }); err != nil {
 		res.Broken = append(res.Broken, fmt.Sprintf("only %d of %d agents connected at start", w.connected(), len(w.agents)))
 	}
 	w.hold(ctx)
-	phases := s.phases()
+}
+
+// playPhases plays the phases in order until ctx is done, then checks each phase
+// that finished and prints its verdict.
+func (s *story) playPhases(ctx context.Context, phases []phase, res *Result, p *progress, live *liveLine) {
 	for _, ph := range phases {
 		if ctx.Err() != nil {
 			break
 		}
-		phaseMu.Lock()
-		phaseName = ph.name
-		phaseMu.Unlock()
+		live.setPhase(ph.name)
 		pr := s.play(ctx, ph)
-		w.hold(ctx) // a steady state between rotations, visible on the timeline
+		s.w.hold(ctx) // a steady state between rotations, visible on the timeline
 		if ctx.Err() != nil {
 			break // interrupted: the phase did not finish, so nothing of it was checked
 		}
@@ -130,24 +185,29 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		res.Broken = append(res.Broken, broken...)
 	}
+}
+
+// brokenOverall are the invariants of the whole run that broke: no agent was served
+// the botched certificate, no replica refused an agent's token.
+func (w *world) brokenOverall() []string {
+	var broken []string
 	if n := w.c.botchedFPsServed.Load(); n != 0 {
-		res.Broken = append(res.Broken, fmt.Sprintf("the botched certificate was served to %d agents", n))
+		broken = append(broken, fmt.Sprintf("the botched certificate was served to %d agents", n))
 	}
 	if n := w.c.tokensRefused.Load(); n != 0 {
-		res.Broken = append(res.Broken, fmt.Sprintf("the replicas refused %d agent tokens (want 0)", n))
+		broken = append(broken, fmt.Sprintf("the replicas refused %d agent tokens (want 0)", n))
 	}
-	stopSampling()
-	sampler.Wait()
-	p.clear()
-	for _, ph := range phases[len(res.Phases):] {
-		res.NotRun = append(res.NotRun, ph.name)
-	}
+	return broken
+}
 
-	if err := writeTimeline(w.tl, res.Timeline, cfg); err != nil {
+// finish writes the timeline and the summary, and returns the run's error: it was
+// interrupted, or invariants broke.
+func (s *story) finish(ctx context.Context, cfg Config, res *Result) (*Result, error) {
+	if err := writeTimeline(s.w.tl, res.Timeline, cfg); err != nil {
 		return res, err
 	}
 	res.Spread, res.Tokens = s.spread, s.tokens
-	writeSummary(cfg.Stdout, res, w.latencies())
+	writeSummary(cfg.Stdout, res, s.w.latencies())
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("demo: interrupted: %w", ctx.Err())
 	}
