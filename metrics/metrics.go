@@ -110,21 +110,13 @@ func New(reg prometheus.Registerer, opts ...Option) (*Recorder, error) {
 }
 
 // Describe implements prometheus.Collector.
-func (r *Recorder) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range r.collectors() {
-		c.Describe(ch)
-	}
-}
+func (r *Recorder) Describe(ch chan<- *prometheus.Desc) { r.collectors().Describe(ch) }
 
 // Collect implements prometheus.Collector.
-func (r *Recorder) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range r.collectors() {
-		c.Collect(ch)
-	}
-}
+func (r *Recorder) Collect(ch chan<- prometheus.Metric) { r.collectors().Collect(ch) }
 
-func (r *Recorder) collectors() []prometheus.Collector {
-	return append([]prometheus.Collector{r.reloads, r.notAfter, r.caCerts, r.frozen}, r.held.collectors()...)
+func (r *Recorder) collectors() collectors {
+	return append(collectors{r.reloads, r.notAfter, r.caCerts, r.frozen}, r.held.collectors()...)
 }
 
 // ObserveLoad implements [hotcert.Observer]. The first load sets the gauges and

@@ -97,19 +97,27 @@ func (r *Reloads) Failed(component string) {
 }
 
 // Describe implements prometheus.Collector.
-func (r *Reloads) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range r.collectors() {
+func (r *Reloads) Describe(ch chan<- *prometheus.Desc) { r.collectors().Describe(ch) }
+
+// Collect implements prometheus.Collector.
+func (r *Reloads) Collect(ch chan<- prometheus.Metric) { r.collectors().Collect(ch) }
+
+func (r *Reloads) collectors() collectors {
+	return collectors{r.total, r.failures, r.lastReload}
+}
+
+// collectors is one prometheus.Collector made of several: the series of a
+// [Recorder] or [Reloads], described and collected together.
+type collectors []prometheus.Collector
+
+func (cs collectors) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range cs {
 		c.Describe(ch)
 	}
 }
 
-// Collect implements prometheus.Collector.
-func (r *Reloads) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range r.collectors() {
+func (cs collectors) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range cs {
 		c.Collect(ch)
 	}
-}
-
-func (r *Reloads) collectors() []prometheus.Collector {
-	return []prometheus.Collector{r.total, r.failures, r.lastReload}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hotcert/hotcert/hotcerttest"
@@ -109,14 +110,13 @@ func setUp(cfg Config, p *progress) (*story, error) {
 type liveLine struct {
 	cancel context.CancelFunc
 	done   sync.WaitGroup
-
-	mu    sync.Mutex
-	phase string
+	phase  atomic.Value // string: the phase being played
 }
 
 func startLiveLine(ctx context.Context, w *world, p *progress) *liveLine {
 	ctx, cancel := context.WithCancel(ctx)
-	l := &liveLine{cancel: cancel, phase: "connecting agents"}
+	l := &liveLine{cancel: cancel}
+	l.setPhase("connecting agents")
 	l.done.Go(func() {
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
@@ -135,17 +135,9 @@ func startLiveLine(ctx context.Context, w *world, p *progress) *liveLine {
 	return l
 }
 
-func (l *liveLine) setPhase(name string) {
-	l.mu.Lock()
-	l.phase = name
-	l.mu.Unlock()
-}
+func (l *liveLine) setPhase(name string) { l.phase.Store(name) }
 
-func (l *liveLine) phaseName() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.phase
-}
+func (l *liveLine) phaseName() string { return l.phase.Load().(string) }
 
 // stop ends the sampling and waits for it.
 func (l *liveLine) stop() {
