@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -38,6 +40,21 @@ func TestKustomizeManifests(t *testing.T) {
 	t.Cleanup(func() {
 		for _, o := range slices.Backward(created) {
 			_ = env.Client().Delete(context.Background(), o)
+		}
+		// The base's namespace is fixed (hotcert-system), so the next run
+		// (-count=N) would apply into it while it is still terminating: wait
+		// until the namespace controller has removed it.
+		for _, o := range created {
+			if o.GetKind() != "Namespace" {
+				continue
+			}
+			err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, pollTimeout, true, func(ctx context.Context) (bool, error) {
+				err := env.Client().Get(ctx, client.ObjectKeyFromObject(o), o.DeepCopy())
+				return apierrors.IsNotFound(err), nil
+			})
+			if err != nil {
+				t.Errorf("namespace %s still there after the test: %v", o.GetName(), err)
+			}
 		}
 	})
 	for _, o := range objs {
