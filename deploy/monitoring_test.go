@@ -19,49 +19,68 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// rulesFile is the alert rule file that promtool tests (package prometheus).
-var rulesFile = filepath.Join("prometheus", "hotcert-alerts.yaml")
+// The alert rule files that promtool tests (package prometheus): the default
+// rules, and the opt-in absolute expiry thresholds.
+var (
+	rulesFile         = filepath.Join("prometheus", "hotcert-alerts.yaml")
+	absoluteRulesFile = filepath.Join("prometheus", "hotcert-alerts-absolute.yaml")
+)
 
 // TestMonitoringManifests checks the Prometheus Operator objects of the chart
-// (monitoring.* values) and of the kustomize monitoring overlay: they read as
-// the PrometheusRule's spec is exactly the rule file promtool tests; the
-// ServiceMonitor scrapes the port the controller serves its metrics on. Off
-// by default: the default chart and the base have none. (The Prometheus
-// Operator's CRDs are not installed here: its schema is not checked.)
+// (monitoring.* values) and of the kustomize monitoring overlays: they read as
+// the PrometheusRule's spec is exactly the rule file promtool tests (with the
+// absolute expiry thresholds, its groups followed by those of the absolute
+// rule file); the ServiceMonitor scrapes the port the controller serves its
+// metrics on. Off by default: the default chart and the base have none. (The
+// Prometheus Operator's CRDs are not installed here: its schema is not
+// checked.)
 func TestMonitoringManifests(t *testing.T) {
-	raw, err := os.ReadFile(rulesFile)
-	if err != nil {
-		t.Fatal(err)
+	rules := readRuleFile(t, rulesFile)
+	withAbsolute := map[string]any{"groups": append(slices.Clone(rules["groups"].([]any)), readRuleFile(t, absoluteRulesFile)["groups"].([]any)...)}
+	for _, f := range []string{rulesFile, absoluteRulesFile} {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chartFile := filepath.Join(chartDir, "files", filepath.Base(f))
+		chartCopy, err := os.ReadFile(chartFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(chartCopy, raw) {
+			t.Errorf("%s differs from %s: copy it", chartFile, f)
+		}
 	}
-	var want map[string]any
-	if err := yaml.Unmarshal(raw, &want); err != nil {
-		t.Fatalf("%s: %v", rulesFile, err)
-	}
-	chartCopy, err := os.ReadFile(filepath.Join(chartDir, "files", "hotcert-alerts.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(chartCopy, raw) {
-		t.Errorf("%s differs from %s: copy it", filepath.Join(chartDir, "files", "hotcert-alerts.yaml"), rulesFile)
-	}
-	for name, objs := range map[string][]*unstructured.Unstructured{
-		"chart": helmTemplate(t, "hotcert", "monitoring", map[string]any{"monitoring": map[string]any{
+	chart := func(absolute bool) []*unstructured.Unstructured {
+		rule := map[string]any{"enabled": true}
+		if absolute {
+			rule["absoluteExpiry"] = true
+		}
+		return helmTemplate(t, "hotcert", "monitoring", map[string]any{"monitoring": map[string]any{
 			"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "kube-prometheus"}},
-			"prometheusRule": map[string]any{"enabled": true},
-		}}),
-		"kustomize overlay": kustomize(t, "overlays/monitoring"),
+			"prometheusRule": rule,
+		}})
+	}
+	for name, tc := range map[string]struct {
+		objs []*unstructured.Unstructured
+		want map[string]any
+	}{
+		"chart":                                  {chart(false), rules},
+		"chart with absoluteExpiry":              {chart(true), withAbsolute},
+		"kustomize overlay":                      {kustomize(t, "overlays/monitoring"), rules},
+		"kustomize overlay with absolute expiry": {kustomize(t, "overlays/monitoring-absolute-expiry"), withAbsolute},
 	} {
 		t.Run(name, func(t *testing.T) {
-			pr := find(objs, "PrometheusRule", "")
+			pr := find(tc.objs, "PrometheusRule", "")
 			if pr == nil || pr.GetAPIVersion() != "monitoring.coreos.com/v1" {
 				t.Fatalf("no monitoring.coreos.com/v1 PrometheusRule: %v", pr)
 			}
-			if spec, _, _ := unstructured.NestedMap(pr.Object, "spec"); !reflect.DeepEqual(spec, want) {
-				t.Errorf("the PrometheusRule's spec differs from %s", rulesFile)
+			if spec, _, _ := unstructured.NestedMap(pr.Object, "spec"); !reflect.DeepEqual(spec, tc.want) {
+				t.Errorf("the PrometheusRule's spec differs from the rule files: groups %v, want %v", groupNames(spec), groupNames(tc.want))
 			}
-			sm := convert[serviceMonitor](t, find(objs, "ServiceMonitor", ""))
-			dep := convert[appsv1.Deployment](t, find(objs, "Deployment", ""))
-			checkServiceMonitor(t, objs, sm, dep)
+			sm := convert[serviceMonitor](t, find(tc.objs, "ServiceMonitor", ""))
+			dep := convert[appsv1.Deployment](t, find(tc.objs, "Deployment", ""))
+			checkServiceMonitor(t, tc.objs, sm, dep)
 		})
 	}
 	if _, err := helmTemplateErr(t, "hotcert", "monitoring", map[string]any{
@@ -78,6 +97,36 @@ func TestMonitoringManifests(t *testing.T) {
 			t.Errorf("%s: Prometheus Operator objects, which need its CRDs, are on by default", name)
 		}
 	}
+}
+
+// readRuleFile reads a Prometheus rule file as the generic map a
+// PrometheusRule's spec decodes to.
+func readRuleFile(t testing.TB, path string) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules map[string]any
+	if err := yaml.Unmarshal(raw, &rules); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if _, ok := rules["groups"].([]any); !ok {
+		t.Fatalf("%s: no groups", path)
+	}
+	return rules
+}
+
+// groupNames returns the names of the rule groups of a rule file's content.
+func groupNames(rules map[string]any) []any {
+	var names []any
+	gs, _ := rules["groups"].([]any)
+	for _, g := range gs {
+		if m, ok := g.(map[string]any); ok {
+			names = append(names, m["name"])
+		}
+	}
+	return names
 }
 
 // checkServiceMonitor checks that sm selects, in the controller's namespace,

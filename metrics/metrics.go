@@ -5,6 +5,7 @@
 //	hotcert_tls_cert_reload_total{component,result="success|failure"}   counter
 //	hotcert_tls_reload_failures_total{component}                        counter
 //	hotcert_tls_cert_not_after_seconds{component}                       gauge
+//	hotcert_tls_cert_not_before_seconds{component}                      gauge (with a leaf)
 //	hotcert_tls_cert_last_reload_timestamp_seconds{component}           gauge
 //	hotcert_tls_ca_bundle_certificates{component}                       gauge
 //	hotcert_tls_cert_info{component,sha256,serial,issuer}               gauge (1)
@@ -35,11 +36,12 @@ import (
 
 // Recorder is a [hotcert.Observer] backed by Prometheus collectors.
 type Recorder struct {
-	reloads  *Reloads
-	notAfter *prometheus.GaugeVec
-	caCerts  *prometheus.GaugeVec
-	frozen   *prometheus.GaugeVec
-	held     *held
+	reloads   *Reloads
+	notAfter  *prometheus.GaugeVec
+	notBefore *prometheus.GaugeVec
+	caCerts   *prometheus.GaugeVec
+	frozen    *prometheus.GaugeVec
+	held      *held
 }
 
 var (
@@ -91,6 +93,14 @@ func New(reg prometheus.Registerer, opts ...Option) (*Recorder, error) {
 			Name: name("tls_cert_not_after_seconds"),
 			Help: "NotAfter of the certificate in use (the earliest CA NotAfter for a trust-only bundle), Unix seconds.",
 		}, []string{n.label}),
+		// The leaf's lifetime, next to its NotAfter, is what alerts on the
+		// fraction of it left need: a 24-hour certificate is always within a
+		// day of expiry. A trust-only bundle has no series: the lifetime of
+		// its earliest CA says nothing about when it should have been renewed.
+		notBefore: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: name("tls_cert_not_before_seconds"),
+			Help: "NotBefore of the leaf certificate in use, Unix seconds (no series for a trust-only bundle).",
+		}, []string{n.label}),
 		caCerts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: name("tls_ca_bundle_certificates"),
 			Help: "Number of CA certificates in the trust bundle in use.",
@@ -116,7 +126,7 @@ func (r *Recorder) Describe(ch chan<- *prometheus.Desc) { r.collectors().Describ
 func (r *Recorder) Collect(ch chan<- prometheus.Metric) { r.collectors().Collect(ch) }
 
 func (r *Recorder) collectors() collectors {
-	return append(collectors{r.reloads, r.notAfter, r.caCerts, r.frozen}, r.held.collectors()...)
+	return append(collectors{r.reloads, r.notAfter, r.notBefore, r.caCerts, r.frozen}, r.held.collectors()...)
 }
 
 // ObserveLoad implements [hotcert.Observer]. The first load sets the gauges and
@@ -126,6 +136,9 @@ func (r *Recorder) ObserveLoad(component string, m *hotcert.Material, initial bo
 	r.reloads.Loaded(component, m.LoadedAt(), initial)
 	if na := m.NotAfter(); !na.IsZero() {
 		r.notAfter.WithLabelValues(component).Set(float64(na.Unix()))
+	}
+	if nb := m.NotBefore(); !nb.IsZero() {
+		r.notBefore.WithLabelValues(component).Set(float64(nb.Unix()))
 	}
 	r.caCerts.WithLabelValues(component).Set(float64(len(m.TrustCertificates())))
 	r.held.observe(component, m)

@@ -9,10 +9,12 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-const (
-	rulesFile      = "hotcert-alerts.yaml"
-	rulesTestsFile = "hotcert-alerts_test.yaml"
-)
+// ruleFiles are the rule files, each with its unit tests: the default rules
+// and the opt-in absolute expiry thresholds.
+var ruleFiles = []struct{ rules, tests string }{
+	{"hotcert-alerts.yaml", "hotcert-alerts_test.yaml"},
+	{"hotcert-alerts-absolute.yaml", "hotcert-alerts-absolute_test.yaml"},
+}
 
 // RuleGroups is a Prometheus rule file.
 type RuleGroups struct {
@@ -36,56 +38,70 @@ func promtool(t testing.TB) string {
 	return p
 }
 
-// TestAlertRules checks the rule file with promtool and runs its unit tests
-// (promtool test rules).
+// TestAlertRules checks the rule files with promtool and runs their unit
+// tests (promtool test rules).
 func TestAlertRules(t *testing.T) {
 	p := promtool(t)
-	for _, args := range [][]string{{"check", "rules", rulesFile}, {"test", "rules", rulesTestsFile}} {
-		out, err := exec.Command(p, args...).CombinedOutput()
-		if err != nil {
-			t.Errorf("promtool %v: %v\n%s", args, err, out)
+	for _, f := range ruleFiles {
+		for _, args := range [][]string{{"check", "rules", f.rules}, {"test", "rules", f.tests}} {
+			out, err := exec.Command(p, args...).CombinedOutput()
+			if err != nil {
+				t.Errorf("promtool %v: %v\n%s", args, err, out)
+			}
 		}
 	}
 }
 
 // TestEveryAlertIsTested checks that each alert has a unit test in which it
-// fires, and names series, and labels, the code exports.
+// fires, and names series, and labels, the code exports; and that no alert
+// name is used twice, in one file or across them (a user loads both).
 func TestEveryAlertIsTested(t *testing.T) {
-	rules := readYAML[RuleGroups](t, rulesFile)
-	tests := readYAML[struct {
-		Tests []struct {
-			AlertRuleTest []struct {
-				Alertname string `json:"alertname"`
-				ExpAlerts []any  `json:"exp_alerts"`
-			} `json:"alert_rule_test"`
-		} `json:"tests"`
-	}](t, rulesTestsFile)
-	var firing []string
-	for _, tc := range tests.Tests {
-		for _, a := range tc.AlertRuleTest {
-			if len(a.ExpAlerts) > 0 {
-				firing = append(firing, a.Alertname)
-			}
-		}
-	}
 	exported := exportedSeries(t)
-	n := 0
-	for _, g := range rules.Groups {
-		for _, r := range g.Rules {
-			if r.Alert == "" {
-				continue
-			}
-			n++
-			if !slices.Contains(firing, r.Alert) {
-				t.Errorf("alert %s: no unit test in %s expects it to fire", r.Alert, rulesTestsFile)
-			}
-			for _, problem := range checkNames(r.Expr, exported) {
-				t.Errorf("alert %s: %s", r.Alert, problem)
+	seen := map[string]string{}
+	for _, f := range ruleFiles {
+		rules := readYAML[RuleGroups](t, f.rules)
+		tests := readYAML[struct {
+			RuleFiles []string `json:"rule_files"`
+			Tests     []struct {
+				AlertRuleTest []struct {
+					Alertname string `json:"alertname"`
+					ExpAlerts []any  `json:"exp_alerts"`
+				} `json:"alert_rule_test"`
+			} `json:"tests"`
+		}](t, f.tests)
+		if !slices.Equal(tests.RuleFiles, []string{f.rules}) {
+			t.Errorf("%s tests %v, want [%s]", f.tests, tests.RuleFiles, f.rules)
+		}
+		var firing []string
+		for _, tc := range tests.Tests {
+			for _, a := range tc.AlertRuleTest {
+				if len(a.ExpAlerts) > 0 {
+					firing = append(firing, a.Alertname)
+				}
 			}
 		}
-	}
-	if n == 0 {
-		t.Fatalf("no alerts in %s", rulesFile)
+		n := 0
+		for _, g := range rules.Groups {
+			for _, r := range g.Rules {
+				if r.Alert == "" {
+					continue
+				}
+				n++
+				if other, dup := seen[r.Alert]; dup {
+					t.Errorf("alert %s is in %s and %s", r.Alert, other, f.rules)
+				}
+				seen[r.Alert] = f.rules
+				if !slices.Contains(firing, r.Alert) {
+					t.Errorf("alert %s: no unit test in %s expects it to fire", r.Alert, f.tests)
+				}
+				for _, problem := range checkNames(r.Expr, exported) {
+					t.Errorf("alert %s: %s", r.Alert, problem)
+				}
+			}
+		}
+		if n == 0 {
+			t.Fatalf("no alerts in %s", f.rules)
+		}
 	}
 }
 
