@@ -46,7 +46,11 @@ func TestDocsRun(t *testing.T) {
 				t.Fatalf("%s: %d runnable blocks, want at least %d", doc.path, len(blocks), doc.blocks)
 			}
 			ports := strings.NewReplacer("127.0.0.1:9090", freeAddr(t), "127.0.0.1:9091", freeAddr(t), "127.0.0.1:9092", freeAddr(t))
-			script := "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + ports.Replace(strings.Join(blocks, "\n"))
+			// At the end, stop the background processes newest first, each
+			// before the next: agents are started after their servers, and an
+			// agent still running when its server stops logs a failed
+			// reconnect that is teardown, not the walkthrough (seen under load).
+			script := "set -euo pipefail\ntrap 'for p in $(jobs -p | tac); do kill \"$p\" 2>/dev/null || true; wait \"$p\" 2>/dev/null || true; done' EXIT\n" + ports.Replace(strings.Join(blocks, "\n"))
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			dir := t.TempDir()
