@@ -106,7 +106,7 @@ func TestWaitComplete(t *testing.T) {
 
 	rep, err := rotation.Wait(context.Background(), o, rotation.WaitOptions{Step: rotation.WaitComplete, Timeout: 100 * time.Millisecond, Interval: 10 * time.Millisecond})
 	if !errors.Is(err, rotation.ErrNotComplete) || rep == nil || rep.Next != rotation.StepRemoveOldCA ||
-		!strings.Contains(err.Error(), "rotation not complete after 100ms: step remove-old-ca not done: 2/2 agents still trust CA-2025: agent agent-00 (on cp-0): its bundle still holds CA-2025") {
+		!strings.Contains(err.Error(), "rotation not complete after 100ms: step remove-old-ca not done: 2/2 connected agents still trust CA-2025: agent agent-00 (on cp-0): its bundle still holds CA-2025") {
 		t.Fatalf("--wait complete before step 3: %v", err)
 	}
 	requireReasons(t, rep)

@@ -51,7 +51,7 @@ type judgement struct {
 
 	trustLag   []Straggler // agents that do not trust the new CA
 	away       []Straggler // departed agents: not proven until they are back
-	trustCount string      // "3/4 agents trust … (2 replicas report)"
+	trustCount string      // "3/4 connected agents trust … (reported by 2 of 2 replicas)"
 	serveLag   []Straggler // replicas that do not serve a usable leaf of the new CA
 	serving    int         // replicas that do
 	serveCount string      // "1/2 replicas serve a leaf issued by …"
@@ -220,9 +220,9 @@ func (j *judgement) removeOldCA(add, sw Step) Step {
 		}
 		s.Why = fmt.Sprintf("not safe to remove %s: %s", j.oldCAs.name, strings.Join(waits, "; "))
 	case s.Done:
-		s.Why = fmt.Sprintf("no agent trusts %s any more %s", j.oldCAs.name, j.reportNote)
+		s.Why = fmt.Sprintf("no connected agent trusts %s any more %s", j.oldCAs.name, j.reportNote)
 	default:
-		s.Why = fmt.Sprintf("%d/%d agents still trust %s: %s", len(j.oldLag), j.rep.Agents.Total, j.oldCAs.name, names(j.oldLag))
+		s.Why = fmt.Sprintf("%d/%d connected agents still trust %s: %s", len(j.oldLag), j.rep.Agents.Total, j.oldCAs.name, names(j.oldLag))
 	}
 	return s
 }
