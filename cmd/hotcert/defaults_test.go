@@ -32,6 +32,9 @@ func TestDefaultServerMovesTheAgentOntoARenewal(t *testing.T) {
 	serverDone := start(ctx, serverLog, "server", "--log-format", "json", "--listen", "127.0.0.1:0",
 		"--cert-file", filepath.Join(tlsDir.Dir(), "tls.crt"), "--key-file", filepath.Join(tlsDir.Dir(), "tls.key"))
 	addr := logAttr(t, serverLog, "control plane listening", "addr")
+	if line := findLine(serverLog.String(), "control plane listening"); line["drain_window"] != "10s" || line["trust_guard"] != true {
+		t.Fatalf("the server does not say it drains and guards by default: %v", line)
+	}
 	agentDone := start(ctx, agentLog, "agent", "--log-format", "json", "--server", addr, "--server-name", "localhost",
 		"--ca-file", filepath.Join(caDir.Dir(), "ca.crt"), "--id", "agent-1")
 	if got := logAttr(t, agentLog, "connected to control plane", "server_serial"); got != hotcert.FormatSerial(first.Cert.SerialNumber) {

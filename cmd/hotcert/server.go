@@ -196,7 +196,8 @@ func runServer(ctx context.Context, g *globals, f *serverFlags) error {
 			return err
 		}
 	}
-	attrs := []any{"addr", ln.Addr().String(), "replica", cfg.Replica, f.metricsLbl, controlplane.DefaultComponent, "mtls", f.caFile != "", "agent_tokens", ks != nil}
+	attrs := []any{"addr", ln.Addr().String(), "replica", cfg.Replica, f.metricsLbl, controlplane.DefaultComponent, "mtls", f.caFile != "", "agent_tokens", ks != nil,
+		"drain_window", f.drainWindow.String(), "trust_guard", f.trustGuard}
 	if ks != nil {
 		attrs = append(attrs, "token_ttl", cfg.TokenTTL.String())
 	}
