@@ -101,3 +101,27 @@ func TestFleetViewKeepsDepartedAgents(t *testing.T) {
 		t.Fatalf("FleetRemember < 0: %+v", f)
 	}
 }
+
+// TestServerTrustGuardCountsDepartedAgents: the trust guard reads the server's memory
+// of departed agents within its own window (TrustGuardRemember): a fleet emptied for
+// a moment does not release a leaf its agents cannot verify, and once the window has
+// passed the departed agent no longer holds it back.
+func TestServerTrustGuardCountsDepartedAgents(t *testing.T) {
+	oldCA := hotcerttest.MustNewCA(hotcerttest.WithCommonName("guard CA old"))
+	newCA := hotcerttest.MustNewCA(hotcerttest.WithCommonName("guard CA new"))
+	oldLeaf, newLeaf := oldCA.MustIssue(), newCA.MustIssue()
+	clock := newFakeClock(time.Now())
+	r := startReplica(t, "cp-0", oldLeaf, serverGuard(time.Hour, clock.now))
+	startLeaver(t, r, "leaver", newCAVolume(t, oldCA))()
+	testutil.WaitFor(t, "leaver to depart", func() bool { return r.srv.Fleet().Departed == 1 })
+
+	loadAndWaitHeld(t, []*replica{r}, newLeaf)
+	requireServing(t, r, oldLeaf, "no agent connected, one departed that lacks the issuer")
+	if n := metricValue(t, r.reg, "hotcert_controlplane_trust_guard_agents_lacking_issuer", nil); n != 1 {
+		t.Fatalf("%v agents lacking the issuer, want the departed one", n)
+	}
+	clock.set(clock.now().Add(controlplane.DefaultTrustGuardRemember))
+	testutil.WaitFor(t, "the guard to forget the departed agent and serve the new leaf", func() bool {
+		return r.srv.Serving().Current().LeafFingerprint() == hotcert.FingerprintOf(newLeaf.Cert)
+	})
+}
