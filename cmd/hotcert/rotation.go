@@ -47,10 +47,10 @@ on each step of the rotation from --old-ca-file to --new-ca-file:
 Stragglers are named: an agent whose bundle lacks the new CA, an agent of an older
 release that reads its bundle only at start, an agent that departed (its stream
 closed) and is not back yet, a replica still serving the old leaf, a replica that
-cannot be reached. A verdict never rests on an empty or shrunken fleet: replicas
-keep departed agents for a declared time (hotcert server --fleet-remember), which
-count as not proven until they are back; at least --min-agents (default 1) must
-be connected.
+cannot be reached. A fleet emptied for a moment proves nothing: replicas keep
+departed agents for a declared time (hotcert server --fleet-remember, 1m), and
+each counts as not proven until it is back or that time has passed; at least
+--min-agents (default 1; give the fleet's size) must be connected.
 
 Replicas are given by address (pods, not a load-balanced Service), or read from the
 Service's EndpointSlices as kubectl prints them (--endpointslices FILE, - for stdin;
