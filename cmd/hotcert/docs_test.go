@@ -32,8 +32,9 @@ func TestDocsRun(t *testing.T) {
 		want   []string // in the script's output
 	}{
 		{"../../docs/cli.md", 4, []string{"result: VERIFIED: an agent with this bundle accepts this replica", "refused: expired", "refused: the key does not match",
-			"refused: the certificate does not name cp.example.com", "result: VERIFIED", "result: OK: the reloader would load these files"}},
-		{"../../docs/runbooks/rotate-agent-certificates.md", 5, []string{"ca bundle: 2 CA(s)", "step 1 done: 1/1 agents trust dexaflow CA 2026", "step 2 done: 1/1 replicas serve a leaf issued by dexaflow CA 2026", "not ready for step 3",
+			"refused: the certificate does not name cp.example.com", "result: VERIFIED", "result: OK: the reloader would load these files",
+			"the agent moved onto serial "}},
+		{"../../docs/runbooks/rotate-agent-certificates.md", 5, []string{"ca bundle: 2 CA(s)", "step 1 done: 1/1 connected agents trust dexaflow CA 2026", "step 2 done: 1/1 replicas serve a leaf issued by dexaflow CA 2026", "not ready for step 3",
 			"ready for step 3", "result: VERIFIED", "refused: key_mismatch"}},
 	} {
 		t.Run(filepath.Base(doc.path), func(t *testing.T) {

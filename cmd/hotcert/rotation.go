@@ -45,8 +45,12 @@ on each step of the rotation from --old-ca-file to --new-ca-file:
                       (safe once every replica serves a leaf of the new CA)
 
 Stragglers are named: an agent whose bundle lacks the new CA, an agent of an older
-release that reads its bundle only at start, a replica still serving the old leaf,
-a replica that cannot be reached.
+release that reads its bundle only at start, an agent that departed (its stream
+closed) and is not back yet, a replica still serving the old leaf, a replica that
+cannot be reached. A fleet emptied for a moment proves nothing: replicas keep
+departed agents for a declared time (hotcert server --fleet-remember, 1m), and
+each counts as not proven until it is back or that time has passed; at least
+--min-agents (default 1; give the fleet's size) must be connected.
 
 Replicas are given by address (pods, not a load-balanced Service), or read from the
 Service's EndpointSlices as kubectl prints them (--endpointslices FILE, - for stdin;
@@ -55,13 +59,16 @@ replica's status endpoint with --status-url (one per --replica, in order) or
 --status-port (same host).
 
 With --wait STEP it looks again every --interval until STEP is safe (exit 0) or
---timeout has passed (exit 1, naming the stragglers). See docs/rotation.md.`,
+--timeout has passed (exit 1, naming the stragglers); --wait complete waits for
+every step to be done. Between looks it remembers the agents it saw, so one that a
+restarted replica no longer lists still counts as departed. See docs/rotation.md.`,
 		Example: `  hotcert rotation status --replica 10.0.0.7:9091 --replica 10.0.0.8:9091 --status-port 9090 \
     --server-name cp.dexaflow.svc --old-ca-file ca-2025.crt --new-ca-file ca-2026.crt
   kubectl get endpointslices -n dexaflow -l kubernetes.io/service-name=control-plane -o json |
     hotcert rotation status --endpointslices - --port-name grpc --status-port 9090 \
     --server-name cp.dexaflow.svc --old-ca-file ca-2025.crt --new-ca-file ca-2026.crt
-  hotcert rotation status ... --wait switch-server-cert --timeout 10m -o json`,
+  hotcert rotation status ... --wait switch-server-cert --timeout 10m -o json
+  hotcert rotation status ... --wait complete --timeout 30m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			asJSON, err := outputFormat(output)
@@ -94,8 +101,8 @@ With --wait STEP it looks again every --interval until STEP is safe (exit 0) or
 	fl.StringVar(&opts.NewCAFile, "new-ca-file", "", "the CA replacing it (PEM)")
 	fl.StringVar(&opts.ServerName, "server-name", "", "name the served certificate must match, sent as SNI (default: the host of each replica)")
 	fl.DurationVar(&opts.Timeout, "probe-timeout", 5*time.Second, "bound on each handshake and each status read")
-	fl.IntVar(&opts.MinAgents, "min-agents", 0, "the first step is done only when at least this many agents report (agents away, such as reconnecting, are not counted: set your fleet size or a floor)")
-	fl.StringVar(&wait.Step, "wait", "", "wait until this step is safe: add-new-ca, switch-server-cert or remove-old-ca")
+	fl.IntVar(&opts.MinAgents, "min-agents", 1, "the first step is done only when at least this many agents are connected and report (an empty fleet proves nothing; set your fleet size or a floor; 0 for a control plane without agents)")
+	fl.StringVar(&wait.Step, "wait", "", "wait until this step is safe (add-new-ca, switch-server-cert or remove-old-ca), or until the rotation is complete (complete)")
 	fl.DurationVar(&wait.Timeout, "timeout", 10*time.Minute, "with --wait, give up after this long")
 	fl.DurationVar(&wait.Interval, "interval", 2*time.Second, "with --wait, look again this often")
 	fl.StringVarP(&output, "output", "o", "text", "output format: text or json")

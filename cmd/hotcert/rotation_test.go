@@ -33,15 +33,24 @@ func TestRotationStatusCommand(t *testing.T) {
 		"--cert-file", filepath.Join(tlsDir.Dir(), "tls.crt"), "--key-file", filepath.Join(tlsDir.Dir(), "tls.key"))
 	addr := logAttr(t, serverLog, "control plane listening", "addr")
 	status := "http://" + logAttr(t, serverLog, "metrics and health listening", "addr") + "/healthz"
+	oldFile, newFile := writeTemp(t, "old.crt", hotcerttest.BundlePEM(oldCA)), writeTemp(t, "new.crt", hotcerttest.BundlePEM(newCA))
+	args := []string{"rotation", "status", "--replica", addr, "--status-url", status, "--server-name", "localhost",
+		"--old-ca-file", oldFile, "--new-ca-file", newFile}
+
+	// No agent yet: an empty fleet proves nothing (--min-agents defaults to 1).
+	out, _, err := run(ctx, append(args, "-o", "json")...)
+	var rep rotation.Report
+	if err != nil || json.Unmarshal([]byte(out), &rep) != nil || rep.Next != rotation.StepAddNewCA ||
+		!strings.Contains(rep.Summary, "0/0 connected agents trust CA-2026 (reported by 1 of 1 replica): fewer agents report than the 1 expected (0 connected;") {
+		t.Fatalf("rotation status with no agent: %v\n%s", err, out)
+	}
+
 	agentDone := start(ctx, agentLog, "agent", "--log-format", "json", "--server", addr, "--server-name", "localhost", "--id", "agent-1",
 		"--ca-file", filepath.Join(caDir.Dir(), "ca.crt"), "--heartbeat-interval", "50ms")
 	logAttr(t, agentLog, "connected to control plane", "replica")
 
-	oldFile, newFile := writeTemp(t, "old.crt", hotcerttest.BundlePEM(oldCA)), writeTemp(t, "new.crt", hotcerttest.BundlePEM(newCA))
-	args := []string{"rotation", "status", "--replica", addr, "--status-url", status, "--server-name", "localhost",
-		"--old-ca-file", oldFile, "--new-ca-file", newFile}
-	out, _, err := run(ctx, append(args, "-o", "json")...)
-	var rep rotation.Report
+	out, _, err = run(ctx, append(args, "-o", "json")...)
+	rep = rotation.Report{}
 	if err != nil || json.Unmarshal([]byte(out), &rep) != nil || rep.Next != rotation.StepAddNewCA || rep.Agents.Total != 1 || rep.Replicas[0].Name != "cp-0" {
 		t.Fatalf("rotation status -o json: %v\n%s", err, out)
 	}
@@ -69,8 +78,29 @@ func TestRotationStatusCommand(t *testing.T) {
 
 	caDir.MustWrite(map[string][]byte{"ca.crt": hotcerttest.BundlePEM(newCA, oldCA)})
 	out, _, err = run(ctx, append(args, "--wait", "switch-server-cert", "--timeout", "1m", "--interval", "20ms")...)
-	if want := "step 1 done: 1/1 agents trust CA-2026 (1 replica report); safe to switch the server certificate"; err != nil || !strings.HasPrefix(out, want) {
+	if want := "step 1 done: 1/1 connected agents trust CA-2026 (reported by 1 of 1 replica); safe to switch the server certificate"; err != nil || !strings.HasPrefix(out, want) {
 		t.Fatalf("rotation status --wait: %v\n%s\nwant it to start with %q", err, out, want)
+	}
+
+	// --wait complete gives up naming what the next step waits for, in one line and
+	// in the JSON report; and below --min-agents, step 3 says why it is not safe
+	// (its reason was once empty: "not safe to remove CA-2025: ").
+	out, _, err = run(ctx, append(args, "-o", "json", "--wait", "complete", "--timeout", "200ms", "--interval", "20ms")...)
+	requireOneLine(t, err, "rotation not complete after 200ms: step switch-server-cert not done: 0/1 replicas serve a leaf issued by CA-2026: replica cp-0 still serves a leaf issued by CA-2025")
+	rep = rotation.Report{}
+	if json.Unmarshal([]byte(out), &rep) != nil || rep.Next != rotation.StepSwitchServerCert {
+		t.Fatalf("rotation status --wait complete -o json that gives up: the report, got\n%s", out)
+	}
+	out, _, err = run(ctx, append(args, "-o", "json", "--wait", "remove-old-ca", "--min-agents", "2", "--timeout", "200ms", "--interval", "20ms")...)
+	requireOneLine(t, err, "remove-old-ca step not safe after 200ms: not safe to remove CA-2025: fewer agents report than the 2 expected (1 connected;")
+	rep = rotation.Report{}
+	if json.Unmarshal([]byte(out), &rep) != nil {
+		t.Fatalf("rotation status --wait remove-old-ca -o json: %s", out)
+	}
+	for _, st := range rep.Steps {
+		if strings.HasSuffix(strings.TrimSpace(st.Why), ":") || st.Why == "" {
+			t.Fatalf("step %s gives no reason in the JSON: %q", st.Name, st.Why)
+		}
 	}
 
 	_, _, err = run(ctx, append(args, "--wait", "switch")...)

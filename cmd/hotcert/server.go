@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,12 +25,21 @@ import (
 	"github.com/hotcert/hotcert/source/file"
 )
 
+// defaultDrainWindow is the server's --drain-window and the agent's
+// --reconnect-on-cert-change: after a certificate is renewed, every connection moves
+// onto it within this window. A user expects a renewal to reach the other side (a
+// long-lived stream would otherwise keep the old certificate for as long as it
+// lives); the window spreads the reconnects (1,000 agents at about 100 per second),
+// as hotcert demo does for a fleet of that size.
+const defaultDrainWindow = 10 * time.Second
+
 type serverFlags struct {
 	drainWindow, drainGrace   time.Duration
 	cutUntrusted              bool
 	trustGuard                bool
 	trustGuardMargin          time.Duration
 	trustGuardRemember        time.Duration
+	fleetRemember             time.Duration
 	listen, metricsAddr       string
 	certFile, keyFile, caFile string
 	replica                   string
@@ -59,6 +69,15 @@ the last good certificate serving, logs "TLS certificate reload failed"
 hotcert_tls_reload_failures_total{component="agent_grpc"}; it is retried when either
 file changes. A missing or invalid pair at startup is a startup error.
 
+By default a renewal reaches the agents: each connection opened under the previous
+certificate gets a GOAWAY at a random time within --drain-window (10s), its stream
+ends cleanly and the agent re-opens it at once on the new certificate; and a new leaf
+whose issuer connected agents do not trust yet is held back (--trust-guard) while
+the previous one keeps serving. --drain-window=0 and --trust-guard=false turn them
+off. Agents whose stream closed stay in the fleet view (/healthz) as departed for
+--fleet-remember (1m), so hotcert rotation status never proves a step on a fleet
+emptied for a moment.
+
 The pair comes from files: in Kubernetes, a mounted Secret volume, whose updates
 the kubelet writes with an atomic ..data swap. (A program that reads the Secret
 through the API uses the library's source/kube instead; docs/kubernetes-sources.md.)
@@ -84,14 +103,15 @@ docs/jwt-keys.md describes the rotation procedure.`,
 	fl.StringVar(&f.caFile, "ca-file", "", "require client certificates (mTLS) that chain to this CA bundle file")
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", "", "serve /metrics and /healthz on this address (off when empty)")
 	fl.StringVar(&f.replica, "replica", "", "replica name reported to agents (default: host name)")
-	fl.DurationVar(&f.maxConnAge, "max-connection-age", 0, "close connections after about this long (+/-10% jitter, GOAWAY) so agents reconnect (0: never)")
-	fl.DurationVar(&f.maxConnGrace, "max-connection-age-grace", 0, "how long streams may outlive --max-connection-age (0: unbounded)")
-	fl.DurationVar(&f.drainWindow, "drain-window", 0, "after a certificate rotation, move agents onto it: each connection gets a GOAWAY at a random time within this window (0: connections keep the old certificate)")
+	fl.DurationVar(&f.maxConnAge, "max-connection-age", 0, "close connections after about this long (+/-10% jitter, GOAWAY) so agents reconnect (0: never); streams end only after --max-connection-age-grace")
+	fl.DurationVar(&f.maxConnGrace, "max-connection-age-grace", 0, "how long streams may outlive --max-connection-age before the connection is cut (0: unbounded)")
+	fl.DurationVar(&f.drainWindow, "drain-window", defaultDrainWindow, "after a certificate rotation, move agents onto it: each connection gets a GOAWAY at a random time within this window, N agents reconnect at about N/window per second (0: connections keep the old certificate until they close)")
 	fl.DurationVar(&f.drainGrace, "drain-grace", 30*time.Second, "how long in-flight RPCs of a drained connection may run")
 	fl.BoolVar(&f.cutUntrusted, "cut-untrusted", false, "with --ca-file: disconnect agents whose certificate no longer verifies after the bundle changes")
-	fl.BoolVar(&f.trustGuard, "trust-guard", false, "hold a new certificate back while connected agents do not trust its issuer (they report their bundle); the previous one keeps serving")
+	fl.BoolVar(&f.trustGuard, "trust-guard", true, "hold a new certificate back while connected agents do not trust its issuer (they report their bundle); the previous one keeps serving (--trust-guard=false: serve every new certificate at once)")
 	fl.DurationVar(&f.trustGuardMargin, "trust-guard-margin", controlplane.DefaultTrustGuardMargin, "with --trust-guard: serve a held certificate anyway once the previous one expires within this margin")
 	fl.DurationVar(&f.trustGuardRemember, "trust-guard-remember", controlplane.DefaultTrustGuardRemember, "with --trust-guard: how long an agent whose stream closed still counts, with its last report")
+	fl.DurationVar(&f.fleetRemember, "fleet-remember", controlplane.DefaultFleetRemember, "keep an agent whose stream closed in the fleet view (/healthz) as departed for this long, unless it comes back: rotation status counts it as not proven meanwhile (0: forget it at once)")
 	fl.DurationVar(&f.workInterval, "work-interval", 0, "push a work item to every agent this often (0: never)")
 	fl.DurationVar(&f.pollInterval, "poll-interval", hotcert.DefaultPollInterval, "re-read the certificate this often even without a file event")
 	fl.DurationVar(&f.settle, "settle", hotcert.DefaultSettle, "how long a pair that does not load is treated as mid-write before it counts as a failure")
@@ -132,6 +152,7 @@ func runServer(ctx context.Context, g *globals, f *serverFlags) error {
 		TrustGuard:            f.trustGuard,
 		TrustGuardMargin:      f.trustGuardMargin,
 		TrustGuardRemember:    f.trustGuardRemember,
+		FleetRemember:         cmp.Or(f.fleetRemember, -1), // the flag's 0 keeps none
 		WorkInterval:          f.workInterval,
 		MetricsOptions:        f.metricsOptions(),
 		ComponentKey:          f.metricsLbl,
@@ -175,7 +196,8 @@ func runServer(ctx context.Context, g *globals, f *serverFlags) error {
 			return err
 		}
 	}
-	attrs := []any{"addr", ln.Addr().String(), "replica", cfg.Replica, f.metricsLbl, controlplane.DefaultComponent, "mtls", f.caFile != "", "agent_tokens", ks != nil}
+	attrs := []any{"addr", ln.Addr().String(), "replica", cfg.Replica, f.metricsLbl, controlplane.DefaultComponent, "mtls", f.caFile != "", "agent_tokens", ks != nil,
+		"drain_window", f.drainWindow.String(), "trust_guard", f.trustGuard}
 	if ks != nil {
 		attrs = append(attrs, "token_ttl", cfg.TokenTTL.String())
 	}

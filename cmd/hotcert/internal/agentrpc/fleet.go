@@ -34,6 +34,28 @@ type Fleet struct {
 	CAs []FleetCA `json:"cas"`
 	// AgentList says, per connected agent, what it trusts.
 	AgentList []FleetAgent `json:"agent_list"`
+
+	// RememberSeconds is how long the replica keeps an agent whose stream closed in
+	// DepartedList (0: it keeps none; absent from replicas of older releases).
+	RememberSeconds float64 `json:"departed_remember_seconds"`
+	// Departed counts the agents of DepartedList.
+	Departed int `json:"departed"`
+	// DepartedList says, per agent whose stream closed less than RememberSeconds ago
+	// and that has not come back to this replica, when it was last seen and what it
+	// last reported. It is not counted in Agents, ByTrustReading or CAs: those are
+	// the connected agents. `hotcert rotation` counts a departed agent as not proven
+	// until it is back (on any replica) or the replica forgets it.
+	DepartedList []DepartedAgent `json:"departed_list"`
+}
+
+// DepartedAgent is an agent whose stream closed: what it last reported, when its
+// stream closed and until when the replica keeps it.
+type DepartedAgent struct {
+	FleetAgent
+	// LastSeen is when its stream closed.
+	LastSeen time.Time `json:"last_seen"`
+	// ForgetAt is when the replica stops listing it (LastSeen + RememberSeconds).
+	ForgetAt time.Time `json:"forget_at"`
 }
 
 // FleetCA is one CA and how many connected agents trust it.

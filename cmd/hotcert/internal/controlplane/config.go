@@ -95,6 +95,14 @@ type Config struct {
 	// signing key changed always gets a token signed by the new key.
 	TokenRenewAfter time.Duration
 
+	// FleetRemember is how long an agent whose stream closed stays in the fleet view
+	// (Fleet, /healthz) as departed, with when it was last seen and what it last
+	// reported, until it registers again: `hotcert rotation status` counts it as not
+	// proven meanwhile, so a fleet emptied for a moment (agents reconnecting after a
+	// drain) never reads as done. Default DefaultFleetRemember; negative: forget
+	// departed agents at once.
+	FleetRemember time.Duration
+
 	// TrustGuard holds a new server certificate back while connected agents that
 	// report their trust do not trust its issuer (from the fleet view): the previous
 	// leaf keeps serving, a log line and the hotcert_controlplane_trust_guard_* metrics
@@ -111,8 +119,8 @@ type Config struct {
 	// TrustGuardInterval is how often a held-back leaf is re-examined besides on
 	// every agent report (default DefaultTrustGuardInterval).
 	TrustGuardInterval time.Duration
-	// Clock is the time the trust guard judges the margin of expiry by (default
-	// time.Now).
+	// Clock is the time the trust guard judges the margin of expiry by, and the
+	// departed agents' age (default time.Now).
 	Clock func() time.Time
 
 	// OnEvent, if set, is called synchronously for every stream opened and closed,
@@ -148,6 +156,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.TrustGuardRemember == 0 {
 		c.TrustGuardRemember = DefaultTrustGuardRemember
+	}
+	if c.FleetRemember == 0 {
+		c.FleetRemember = DefaultFleetRemember
 	}
 	if c.TrustGuardInterval == 0 {
 		c.TrustGuardInterval = DefaultTrustGuardInterval

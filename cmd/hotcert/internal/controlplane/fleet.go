@@ -25,38 +25,32 @@ func (s *Server) report(sess *session, t *agentrpc.TrustReport) {
 	}
 }
 
-// Fleet returns what the connected agents trust.
+// Fleet returns what the connected agents trust, and the agents departed less than
+// Config.FleetRemember ago that have not come back.
 func (s *Server) Fleet() agentrpc.Fleet {
-	f := agentrpc.Fleet{ByTrustReading: map[string]int{agentrpc.TrustPerConnect: 0, agentrpc.TrustAtStart: 0, agentrpc.TrustUnknown: 0}, CAs: []agentrpc.FleetCA{}, AgentList: []agentrpc.FleetAgent{}}
+	f := agentrpc.Fleet{ByTrustReading: map[string]int{agentrpc.TrustPerConnect: 0, agentrpc.TrustAtStart: 0, agentrpc.TrustUnknown: 0}, CAs: []agentrpc.FleetCA{}, AgentList: []agentrpc.FleetAgent{},
+		RememberSeconds: max(s.cfg.FleetRemember, 0).Seconds()}
 	byFP := map[string]*agentrpc.FleetCA{}
+	now := s.cfg.Clock()
 	s.mu.Lock()
+	connected := make(map[string]bool, len(s.sessions))
 	for sess := range s.sessions {
-		a := agentrpc.FleetAgent{ID: sess.info.ID, Remote: sess.info.Remote, Since: sess.info.Since.UTC(), TrustReading: agentrpc.TrustUnknown}
-		if t := sess.trust; t != nil {
-			a.TrustReading = agentrpc.TrustAtStart
-			if t.PerConnect {
-				a.TrustReading = agentrpc.TrustPerConnect
+		a := s.fleetAgent(sess)
+		connected[a.ID] = true
+		for _, fp := range a.CAs {
+			c := byFP[fp]
+			if c == nil {
+				c = &agentrpc.FleetCA{SHA256: fp, Subject: caSubject(sess.trust, fp)}
+				byFP[fp] = c
 			}
-			at := sess.reportedAt
-			a.ReportedAt, a.ClientCert = &at, t.Leaf
-			for _, ca := range t.CAs {
-				if slices.Contains(a.CAs, ca.SHA256) {
-					continue // a bundle listing one CA twice trusts it once
-				}
-				a.CAs = append(a.CAs, ca.SHA256)
-				c := byFP[ca.SHA256]
-				if c == nil {
-					c = &agentrpc.FleetCA{SHA256: ca.SHA256, Subject: ca.Subject}
-					byFP[ca.SHA256] = c
-				}
-				c.Agents++
-			}
+			c.Agents++
 		}
 		f.ByTrustReading[a.TrustReading]++
 		f.AgentList = append(f.AgentList, a)
 	}
+	f.DepartedList = s.departedAgents(connected, now)
 	s.mu.Unlock()
-	f.Agents = len(f.AgentList)
+	f.Agents, f.Departed = len(f.AgentList), len(f.DepartedList)
 	for _, c := range byFP {
 		f.CAs = append(f.CAs, *c)
 	}
@@ -65,6 +59,39 @@ func (s *Server) Fleet() agentrpc.Fleet {
 	})
 	slices.SortFunc(f.AgentList, func(a, b agentrpc.FleetAgent) int { return cmp.Compare(a.ID, b.ID) })
 	return f
+}
+
+// fleetAgent is what the fleet view shows of one agent stream: who, since when, how
+// it reads its bundle and, from its last report, the CAs it holds (each once) and its
+// client certificate. It runs with s.mu held.
+func (s *Server) fleetAgent(sess *session) agentrpc.FleetAgent {
+	a := agentrpc.FleetAgent{ID: sess.info.ID, Remote: sess.info.Remote, Since: sess.info.Since.UTC(), TrustReading: agentrpc.TrustUnknown}
+	t := sess.trust
+	if t == nil {
+		return a
+	}
+	a.TrustReading = agentrpc.TrustAtStart
+	if t.PerConnect {
+		a.TrustReading = agentrpc.TrustPerConnect
+	}
+	at := sess.reportedAt
+	a.ReportedAt, a.ClientCert = &at, t.Leaf
+	for _, ca := range t.CAs {
+		if !slices.Contains(a.CAs, ca.SHA256) { // a bundle listing one CA twice trusts it once
+			a.CAs = append(a.CAs, ca.SHA256)
+		}
+	}
+	return a
+}
+
+// caSubject is the subject t reports for the CA with fingerprint fp.
+func caSubject(t *agentrpc.TrustReport, fp string) string {
+	for _, ca := range t.CAs {
+		if ca.SHA256 == fp {
+			return ca.Subject
+		}
+	}
+	return ""
 }
 
 // Fleet metrics: counts, never one series per agent.

@@ -61,8 +61,9 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[*session]struct{}
-	failures map[string]uint64 // handshake failures by reason
-	refused  map[string]uint64 // refused tokens by reason
+	gone     map[string]departure // by agent id: agents whose stream closed (departed.go)
+	failures map[string]uint64    // handshake failures by reason
+	refused  map[string]uint64    // refused tokens by reason
 
 	opened, closed, handshakes, handshakeFails, heartbeats, workSent, workSeq atomic.Uint64
 	authFails, tokensIssued                                                   atomic.Uint64
@@ -82,6 +83,7 @@ func New(cfg Config) (*Server, error) {
 		log:      cfg.Logger,
 		stopping: make(chan struct{}),
 		sessions: make(map[*session]struct{}),
+		gone:     make(map[string]departure),
 		failures: make(map[string]uint64),
 		refused:  make(map[string]uint64),
 	}

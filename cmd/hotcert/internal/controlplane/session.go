@@ -235,6 +235,7 @@ func (s *Server) sendWork(stream grpc.ServerStream, payload string) error {
 func (s *Server) addSession(sess *session) {
 	s.mu.Lock()
 	s.sessions[sess] = struct{}{}
+	delete(s.gone, sess.info.ID) // back: no longer departed
 	s.mu.Unlock()
 	s.opened.Add(1)
 	s.log.Debug("agent stream opened", s.cfg.ComponentKey, s.cfg.Component, "replica", s.cfg.Replica, "agent", sess.info.ID, "remote", sess.info.Remote)
@@ -244,11 +245,8 @@ func (s *Server) addSession(sess *session) {
 func (s *Server) removeSession(sess *session, reason string) {
 	s.mu.Lock()
 	delete(s.sessions, sess)
-	trust := sess.trust
+	s.departed(sess, s.cfg.Clock())
 	s.mu.Unlock()
-	if s.guard != nil {
-		s.guard.streamClosed(sess.info.ID, trust)
-	}
 	s.closed.Add(1)
 	d := time.Since(sess.info.Since)
 	s.log.Debug("agent stream closed", s.cfg.ComponentKey, s.cfg.Component, "replica", s.cfg.Replica, "agent", sess.info.ID,

@@ -52,15 +52,6 @@ type trustGuard struct {
 
 	lacking atomic.Int64 // agents lacking the held-back leaf's issuer (0: nothing held)
 	held    atomic.Bool
-
-	goneMu sync.Mutex
-	gone   map[string]goneAgent // by agent id: agents whose stream closed recently
-}
-
-// goneAgent is the last report of an agent whose stream closed.
-type goneAgent struct {
-	cas []hotcert.CertificateSummary
-	at  time.Time
 }
 
 var _ interface {
@@ -69,24 +60,7 @@ var _ interface {
 } = (*trustGuard)(nil)
 
 func newTrustGuard(s *Server, src *hotcert.Reloader, margin, remember time.Duration, now func() time.Time) *trustGuard {
-	return &trustGuard{s: s, src: src, out: hotcert.NewStore(src.Current()), margin: margin, remember: remember, now: now, gone: map[string]goneAgent{}}
-}
-
-// streamClosed remembers what an agent whose stream closed last reported (nothing
-// for an agent that never reported).
-func (g *trustGuard) streamClosed(id string, t *agentrpc.TrustReport) {
-	if t == nil {
-		return
-	}
-	now := g.now()
-	g.goneMu.Lock()
-	for id, a := range g.gone { // bounded by the agents that closed within remember
-		if now.Sub(a.at) >= g.remember {
-			delete(g.gone, id)
-		}
-	}
-	g.gone[id] = goneAgent{cas: t.CAs, at: now}
-	g.goneMu.Unlock()
+	return &trustGuard{s: s, src: src, out: hotcert.NewStore(src.Current()), margin: margin, remember: remember, now: now}
 }
 
 // Current returns the leaf the next handshake serves.
@@ -196,17 +170,11 @@ func (g *trustGuard) agentsLacking(m *hotcert.Material) (lacking, reporting int)
 		}
 		count(slices.ContainsFunc(a.CAs, func(fp string) bool { return fp == topFP || subject[fp] == issuer }))
 	}
-	now := g.now()
-	g.goneMu.Lock()
-	for id, a := range g.gone {
-		switch {
-		case now.Sub(a.at) >= g.remember:
-			delete(g.gone, id)
-		case !connected[id]:
-			count(slices.ContainsFunc(a.cas, func(c hotcert.CertificateSummary) bool { return c.SHA256 == topFP || c.Subject == issuer }))
-		}
+	// Agents whose stream closed recently, with their last report: the server's
+	// memory of departed agents (departed.go), within the guard's own window.
+	for _, t := range g.s.departuresWithin(g.remember, connected) {
+		count(slices.ContainsFunc(t.CAs, func(c hotcert.CertificateSummary) bool { return c.SHA256 == topFP || c.Subject == issuer }))
 	}
-	g.goneMu.Unlock()
 	return lacking, reporting
 }
 

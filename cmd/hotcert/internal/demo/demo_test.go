@@ -56,7 +56,7 @@ func TestDemoHoldsEveryInvariant(t *testing.T) {
 	}
 	// Each CA step waited for the readiness verdict of hotcert rotation status and
 	// printed it.
-	for i, want := range map[int]string{1: "step 1 done: 10/10 agents trust", 2: "step 2 done: 2/2 replicas serve a leaf issued by", 3: "rotation complete: "} {
+	for i, want := range map[int]string{1: "step 1 done: 10/10 connected agents trust", 2: "step 2 done: 2/2 replicas serve a leaf issued by", 3: "rotation complete: "} {
 		if ph := res.Phases[i]; !strings.HasPrefix(ph.Readiness, want) || !strings.Contains(out, "hotcert rotation status: "+ph.Readiness) {
 			t.Errorf("%s: readiness %q, want %q… printed", ph.Name, ph.Readiness, want)
 		}

@@ -21,6 +21,11 @@ import (
 // means bad input (no replica, a CA file that does not load); an unreachable replica
 // is part of the report, as a straggler.
 func Check(ctx context.Context, o Options) (*Report, error) {
+	return check(ctx, o, nil)
+}
+
+// check is Check, merging in what mem remembers of earlier looks (nil: nothing).
+func check(ctx context.Context, o Options, mem *memory) (*Report, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
@@ -47,6 +52,6 @@ func Check(ctx context.Context, o Options) (*Report, error) {
 		wg.Go(func() { rep.Replicas[i] = probe(ctx, o, r, bundle, oldCAs, newCAs) })
 	}
 	wg.Wait()
-	judge(rep, oldCAs, newCAs, o.MinAgents)
+	judge(rep, oldCAs, newCAs, o.MinAgents, mem)
 	return rep, nil
 }

@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,7 +53,7 @@ func (r *replica) serve(t *testing.T, l *hotcerttest.Leaf) {
 	testutil.WaitFor(t, r.name+" to serve the new leaf", func() bool { return r.srv.Certificate().Current().LeafFingerprint() == want })
 }
 
-func startReplica(t *testing.T, name string, l *hotcerttest.Leaf) *replica {
+func startReplica(t *testing.T, name string, l *hotcerttest.Leaf, mutate ...func(*controlplane.Config)) *replica {
 	t.Helper()
 	r := &replica{name: name, dir: hotcerttest.MustNewAtomicWriter(filepath.Join(t.TempDir(), name))}
 	r.write(t, l)
@@ -60,10 +62,14 @@ func startReplica(t *testing.T, name string, l *hotcerttest.Leaf) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.srv, err = controlplane.New(controlplane.Config{
+	cfg := controlplane.Config{
 		TLS: src, Replica: name, Logger: discard, ShutdownGrace: 2 * time.Second,
 		ReloaderOptions: []hotcert.Option{hotcert.WithSettle(50 * time.Millisecond), hotcert.WithPollInterval(100 * time.Millisecond)},
-	})
+	}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	r.srv, err = controlplane.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +119,16 @@ func (v *volume) set(t *testing.T, data []byte) {
 // trusting the bundle in ca, and waits until they are connected.
 func startAgents(t *testing.T, prefix string, n int, replicas []*replica, ca *volume) []*agent.Agent {
 	t.Helper()
+	out, _ := startStoppableAgents(t, prefix, n, replicas, ca)
+	return out
+}
+
+// startStoppableAgents is startAgents, and returns a function per agent that
+// stops it (its stream closes: it departs) and waits until it has stopped.
+func startStoppableAgents(t *testing.T, prefix string, n int, replicas []*replica, ca *volume) ([]*agent.Agent, []func()) {
+	t.Helper()
 	var out []*agent.Agent
+	var stops []func()
 	for i := range n {
 		a, err := agent.New(agent.Config{
 			ID: fmt.Sprintf("%s-%02d", prefix, i), Server: replicas[i%len(replicas)].addr, ServerName: "localhost",
@@ -131,8 +146,9 @@ func startAgents(t *testing.T, prefix string, n int, replicas []*replica, ca *vo
 				t.Errorf("%s: %v", a.ID(), err)
 			}
 		})
-		t.Cleanup(func() { cancel(); wg.Wait() })
-		out = append(out, a)
+		stop := sync.OnceFunc(func() { cancel(); wg.Wait() })
+		t.Cleanup(stop)
+		out, stops = append(out, a), append(stops, stop)
 	}
 	testutil.WaitFor(t, "the agents to connect", func() bool {
 		for _, a := range out {
@@ -142,7 +158,7 @@ func startAgents(t *testing.T, prefix string, n int, replicas []*replica, ca *vo
 		}
 		return true
 	})
-	return out
+	return out, stops
 }
 
 // startLegacyAgent connects an agent of an older release (no trust report) to r.
@@ -196,8 +212,43 @@ func check(t *testing.T, o rotation.Options) *rotation.Report {
 	if err != nil {
 		t.Fatal(err)
 	}
+	requireReasons(t, rep)
 	return rep
 }
+
+// requireReasons fails unless every verdict of rep says why, naming what it waits
+// for: no step's why is empty or ends on an empty list ("not safe to remove CA-2025:
+// "), the summary is there and every straggler has a reason.
+func requireReasons(t *testing.T, rep *rotation.Report) {
+	t.Helper()
+	for _, st := range rep.Steps {
+		if why := strings.TrimSpace(st.Why); why == "" || strings.HasSuffix(why, ":") || strings.Contains(why, ": ;") {
+			t.Fatalf("step %s (safe %v, done %v) gives no reason: %q\nsummary: %s", st.Name, st.Safe, st.Done, st.Why, rep.Summary)
+		}
+	}
+	if s := strings.TrimSpace(rep.Summary); s == "" || strings.HasSuffix(s, ":") {
+		t.Fatalf("summary gives no reason: %q", rep.Summary)
+	}
+	for _, s := range rep.Stragglers {
+		if s.Reason == "" {
+			t.Fatalf("straggler %s %s has no reason", s.Kind, s.Name)
+		}
+	}
+}
+
+// clock is a clock the test moves by hand (controlplane.Config.Clock): how long the
+// replicas have remembered a departed agent.
+type clock struct{ ns atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.ns.Store(time.Now().UnixNano())
+	return c
+}
+
+func (c *clock) now() time.Time               { return time.Unix(0, c.ns.Load()) }
+func (c *clock) advance(d time.Duration)      { c.ns.Add(int64(d)) }
+func (c *clock) use(cfg *controlplane.Config) { cfg.Clock = c.now }
 
 // requireStep fails unless the named step has the given verdict.
 func requireStep(t *testing.T, rep *rotation.Report, name string, safe, done bool) {

@@ -30,10 +30,11 @@ type Options struct {
 	ServerName string
 	// Timeout bounds each probe: one handshake and one status read (default 5s).
 	Timeout time.Duration
-	// MinAgents is how many agents must report for the first step to be done:
-	// an agent that is away (reconnecting after a drain, not started yet) is not
-	// counted, so without it a moment with no agent connected reads as done
-	// (default 0).
+	// MinAgents is how many connected agents must report for the first step to be
+	// done. Departed agents the replicas still remember hold the step back by
+	// themselves; an agent never seen (not started yet, or away longer than the
+	// replicas remember) is not counted, so 0 lets a moment with no agent connected
+	// read as done (the zero value; `hotcert rotation status` defaults to 1).
 	MinAgents int
 	// HTTPClient reads the status endpoints (default: a client with Timeout).
 	HTTPClient *http.Client

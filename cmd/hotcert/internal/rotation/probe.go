@@ -82,7 +82,7 @@ func probe(ctx context.Context, o Options, r Replica, bundle *hotcert.Material, 
 		rr.StatusError = "its status has no fleet view (a control plane of an older release)"
 	default:
 		rr.fleet = st.Fleet
-		rr.Agents = st.Fleet.Agents
+		rr.Agents, rr.Departed = st.Fleet.Agents, st.Fleet.Departed
 	}
 	if st != nil && st.Replica != "" {
 		rr.Name = st.Replica

@@ -20,6 +20,10 @@ const (
 	StepRemoveOldCA = "remove-old-ca"
 )
 
+// WaitComplete is what Wait can wait for besides a step: the end of the rotation,
+// every step done (`hotcert rotation status --wait complete`).
+const WaitComplete = "complete"
+
 // Steps lists the step names in order.
 func Steps() []string { return []string{StepAddNewCA, StepSwitchServerCert, StepRemoveOldCA} }
 
@@ -65,6 +69,8 @@ type ReplicaReport struct {
 	// StatusError says why).
 	Agents      int    `json:"agents"`
 	StatusError string `json:"status_error,omitempty"`
+	// Departed counts the agents it lists as departed (its stream closed, not back).
+	Departed int `json:"departed"`
 
 	fleet *agentrpc.Fleet
 }
@@ -84,7 +90,8 @@ type ServedLeaf struct {
 	HostnameOK bool `json:"hostname_ok"`
 }
 
-// AgentCounts counts the connected agents of the replicas that report.
+// AgentCounts counts the connected agents of the replicas that report, and the
+// departed ones.
 type AgentCounts struct {
 	Total    int `json:"total"`
 	TrustNew int `json:"trust_new"`
@@ -93,6 +100,10 @@ type AgentCounts struct {
 	Unknown int `json:"unknown"`
 	// AtStart reported a bundle it reads only at start.
 	AtStart int `json:"at_start"`
+	// Departed counts the agents whose stream closed and that have not come back to
+	// any replica, within the time the replicas remember them (not counted in
+	// Total): each holds step 1 back, named, as not proven.
+	Departed int `json:"departed"`
 }
 
 // Step is the verdict on one step.
@@ -116,6 +127,8 @@ type Straggler struct {
 	// Step is the step it holds back (the one it keeps from being done).
 	Step   string `json:"step"`
 	Reason string `json:"reason"`
+	// LastSeen is when a departed agent's stream closed (departed agents only).
+	LastSeen *time.Time `json:"last_seen,omitempty"`
 }
 
 // Step returns the verdict of the named step, and false for an unknown name.

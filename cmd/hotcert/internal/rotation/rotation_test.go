@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/agent"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/rotation"
 	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/internal/testutil"
@@ -42,7 +43,8 @@ func TestRotationStatusStepByStep(t *testing.T) {
 	oldCA := hotcerttest.MustNewCA(hotcerttest.WithCommonName("CA-2025"))
 	newCA := hotcerttest.MustNewCA(hotcerttest.WithCommonName("CA-2026"))
 	oldLeaf, newLeaf := oldCA.MustIssue(), newCA.MustIssue()
-	replicas := []*replica{startReplica(t, "cp-0", oldLeaf), startReplica(t, "cp-1", oldLeaf)}
+	clk := newClock()
+	replicas := []*replica{startReplica(t, "cp-0", oldLeaf, clk.use), startReplica(t, "cp-1", oldLeaf, clk.use)}
 	fleetVol := newVolume(t, "ca.crt", hotcerttest.BundlePEM(oldCA))
 	lagVol := newVolume(t, "ca.crt", hotcerttest.BundlePEM(oldCA))
 	agents := append(startAgents(t, "agent", nAgents, replicas, fleetVol), startAgents(t, "lagging", 1, replicas[1:], lagVol)...)
@@ -74,7 +76,7 @@ func TestRotationStatusStepByStep(t *testing.T) {
 		t.Fatalf("step 1 stragglers: %s", got)
 	}
 	st, _ := rep.Step(rotation.StepSwitchServerCert)
-	for _, want := range []string{"20/22 agents trust CA-2026 (2 replicas report)", "agent lagging-00 (on cp-1): its bundle lacks CA-2026",
+	for _, want := range []string{"20/22 connected agents trust CA-2026 (reported by 2 of 2 replicas)", "agent lagging-00 (on cp-1): its bundle lacks CA-2026",
 		"agent legacy-0 (on cp-0): reports nothing about its trust: unknown, reads its CA bundle only at start"} {
 		if !strings.Contains(rep.Summary+" | "+st.Why, want) {
 			t.Fatalf("step 1 verdict lacks %q:\nsummary: %s\nswitch: %s", want, rep.Summary, st.Why)
@@ -85,21 +87,35 @@ func TestRotationStatusStepByStep(t *testing.T) {
 	if err := rotation.WriteText(&text, rep); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{rep.Summary + "\n", "stragglers (add-new-ca):", "agent lagging-00 (on cp-1):  its bundle lacks CA-2026", "agent legacy-0 (on cp-0):"} {
+	for _, want := range []string{rep.Summary + "\n", "stragglers (add-new-ca):",
+		// Each count says what it counts: agents that report nothing, and agents that
+		// report a bundle they read only at start, are two counts with two names.
+		"22 connected: 20 trust CA-2026, 21 trust CA-2025, 1 report nothing (an older release, reads its bundle only at start), 0 report a bundle they read only at start; 0 departed, not back yet\n", "agent lagging-00 (on cp-1):  its bundle lacks CA-2026", "agent legacy-0 (on cp-0):"} {
 		if !strings.Contains(text.String(), want) {
 			t.Fatalf("text report lacks %q:\n%s", want, text.String())
 		}
 	}
 
-	// The laggard's volume catches up and the old-release agent is replaced: step 1 done.
+	// The laggard's volume catches up and the old-release agent is stopped: it departed
+	// and is not back, so nothing proves its next connection trusts CA-2026 …
 	lagVol.set(t, hotcerttest.BundlePEM(newCA, oldCA))
 	stopLegacy()
 	testutil.WaitFor(t, "every agent to report CA-2026", func() bool { return trusting(replicas, newCA) == nAgents+1 })
 	rep = check(t, o)
+	requireStep(t, rep, rotation.StepAddNewCA, true, false)
+	requireStep(t, rep, rotation.StepSwitchServerCert, false, false)
+	if len(rep.Stragglers) != 1 || rep.Stragglers[0].Name != "legacy-0" || !strings.HasPrefix(rep.Stragglers[0].Reason, "departed, not back yet") ||
+		rep.Stragglers[0].LastSeen == nil || rep.Agents.Departed != 1 || rep.Agents.Total != nAgents+1 {
+		t.Fatalf("a departed agent: stragglers %+v, agents %+v", rep.Stragglers, rep.Agents)
+	}
+	// … until the replicas have remembered it for their declared time: then it is
+	// no longer required, and step 1 is done.
+	clk.advance(controlplane.DefaultFleetRemember)
+	rep = check(t, o)
 	requireStep(t, rep, rotation.StepAddNewCA, true, true)
 	requireStep(t, rep, rotation.StepSwitchServerCert, true, false)
 	requireStep(t, rep, rotation.StepRemoveOldCA, false, false)
-	if want := "step 1 done: 21/21 agents trust CA-2026 (2 replicas report); safe to switch the server certificate"; rep.Summary != want {
+	if want := "step 1 done: 21/21 connected agents trust CA-2026 (reported by 2 of 2 replicas); safe to switch the server certificate"; rep.Summary != want {
 		t.Fatalf("after step 1: %q, want %q", rep.Summary, want)
 	}
 	// Expecting one agent more than report: not done, and it says why.
@@ -168,7 +184,7 @@ func TestRotationStatusNamesAnUnreachableReplica(t *testing.T) {
 	rep := check(t, o)
 	requireStep(t, rep, rotation.StepAddNewCA, true, false)
 	requireStep(t, rep, rotation.StepRemoveOldCA, false, false)
-	if got := strings.Join(stragglers(rep), ", "); got != "replica 127.0.0.1:1" || !strings.Contains(rep.Summary, "(1 replica report)") ||
+	if got := strings.Join(stragglers(rep), ", "); got != "replica 127.0.0.1:1" || !strings.Contains(rep.Summary, "2/2 connected agents trust CA-2026 (reported by 1 of 2 replicas)") ||
 		rep.Replicas[1].ServeError == "" || rep.Replicas[1].StatusError == "" {
 		t.Fatalf("unreachable replica: stragglers %s, summary %q, %+v", got, rep.Summary, rep.Replicas[1])
 	}

@@ -32,14 +32,19 @@ func WriteText(w io.Writer, rep *Report) error {
 			}
 		}
 		agents := fmt.Sprint(r.Agents)
-		if r.StatusError != "" {
+		switch {
+		case r.StatusError != "":
 			agents = "unknown: " + r.StatusError
+		case r.Departed > 0:
+			agents += fmt.Sprintf(" (+%d departed)", r.Departed)
 		}
 		p("%s\t%s\t%s\t%s\t%s\n", r.Name, r.Address, serves, by, agents)
 	}
 	a := rep.Agents
-	p("\nagents:\t%d connected, %d trust %s, %d trust %s, %d unknown (read trust only at start), %d read trust only at start\n\n",
-		a.Total, a.TrustNew, rep.NewCA.Name, a.TrustOld, rep.OldCA.Name, a.Unknown, a.AtStart)
+	// Each count says what it counts: Unknown (agents that report nothing) and
+	// AtStart (agents that report a bundle they read only at start) are two counts.
+	p("\nagents:\t%d connected: %d trust %s, %d trust %s, %d report nothing (an older release, reads its bundle only at start), %d report a bundle they read only at start; %d departed, not back yet\n\n",
+		a.Total, a.TrustNew, rep.NewCA.Name, a.TrustOld, rep.OldCA.Name, a.Unknown, a.AtStart, a.Departed)
 	p("STEP\tSAFE\tDONE\tWHY\n")
 	for _, s := range rep.Steps {
 		p("%s\t%s\t%s\t%s\n", s.Name, yes(s.Safe), yes(s.Done), s.Why)

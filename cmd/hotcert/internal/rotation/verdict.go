@@ -4,58 +4,30 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
 )
-
-// fleetAgent is one agent of the merged fleet view, with the replica it is on.
-type fleetAgent struct {
-	agentrpc.FleetAgent
-	replica string
-}
-
-// mergeFleets returns the agents of every replica that reports, by id: an agent
-// seen on two replicas (it moved while they were read) counts once, with its
-// newest report.
-func mergeFleets(replicas []ReplicaReport) []fleetAgent {
-	byID := map[string]fleetAgent{}
-	for _, r := range replicas {
-		if r.fleet == nil {
-			continue
-		}
-		for _, a := range r.fleet.AgentList {
-			if prev, ok := byID[a.ID]; ok && reportedAt(prev.FleetAgent).After(reportedAt(a)) {
-				continue
-			}
-			byID[a.ID] = fleetAgent{FleetAgent: a, replica: r.Name}
-		}
-	}
-	out := make([]fleetAgent, 0, len(byID))
-	for _, a := range byID {
-		out = append(out, a)
-	}
-	slices.SortFunc(out, func(a, b fleetAgent) int { return strings.Compare(a.ID, b.ID) })
-	return out
-}
-
-func reportedAt(a agentrpc.FleetAgent) time.Time {
-	if a.ReportedAt == nil {
-		return time.Time{}
-	}
-	return *a.ReportedAt
-}
 
 func trustsAny(a fleetAgent, side cas) bool {
 	return slices.ContainsFunc(a.CAs, func(fp string) bool { return side.fps[fp] })
 }
 
 // judge fills in the counts, the verdict on each step, the stragglers and the
-// summary, in named steps: note which replicas report their fleet, count the
-// agents, apply the fleet-size guard, then judge each rotation step on what the
-// steps before it found, and sum up.
-func judge(rep *Report, oldCAs, newCAs cas, minAgents int) {
-	j := &judgement{rep: rep, oldCAs: oldCAs, newCAs: newCAs, agents: mergeFleets(rep.Replicas)}
+// summary, in named steps: merge the replicas' fleet views (with what mem
+// remembers of earlier looks; nil for none), note which replicas report their
+// fleet, count the agents, apply the fleet-size guard, then judge each rotation
+// step on what the steps before it found, and sum up.
+func judge(rep *Report, oldCAs, newCAs cas, minAgents int, mem *memory) {
+	agents := mem.recall(mergeFleets(rep.Replicas), rep.Replicas, rep.CheckedAt)
+	mem.note(agents, rep.Replicas, rep.CheckedAt)
+	j := &judgement{rep: rep, oldCAs: oldCAs, newCAs: newCAs}
+	for _, a := range agents {
+		if a.departed {
+			j.departed = append(j.departed, a)
+		} else {
+			j.agents = append(j.agents, a)
+		}
+	}
 	j.readFleets()
 	j.countAgents()
 	j.checkFleetSize(minAgents)
@@ -70,14 +42,16 @@ func judge(rep *Report, oldCAs, newCAs cas, minAgents int) {
 type judgement struct {
 	rep            *Report
 	oldCAs, newCAs cas
-	agents         []fleetAgent // the merged fleet of the replicas that report
+	agents         []fleetAgent // the connected agents of the replicas that report
+	departed       []fleetAgent // the agents departed and not back yet
 
 	unread     []Straggler // replicas whose fleet view is missing: every step waits on them
-	reportNote string      // "(2 replicas report)", for sentences about the fleet
+	reportNote string      // "(reported by 2 of 2 replicas)", for sentences about the fleet
 	shortfall  string      // why the fleet seen is too small to judge ("" when it is not)
 
 	trustLag   []Straggler // agents that do not trust the new CA
-	trustCount string      // "3/4 agents trust … (2 replicas report)"
+	away       []Straggler // departed agents: not proven until they are back
+	trustCount string      // "3/4 connected agents trust … (reported by 2 of 2 replicas)"
 	serveLag   []Straggler // replicas that do not serve a usable leaf of the new CA
 	serving    int         // replicas that do
 	serveCount string      // "1/2 replicas serve a leaf issued by …"
@@ -96,7 +70,8 @@ func (j *judgement) readFleets() {
 		j.unread = append(j.unread, Straggler{Kind: "replica", Name: r.Name, Step: StepAddNewCA,
 			Reason: "does not report its agents' trust: " + r.StatusError})
 	}
-	j.reportNote = fmt.Sprintf("(%d %s report)", reporting, plural(reporting, "replica", "replicas"))
+	n := len(j.rep.Replicas)
+	j.reportNote = fmt.Sprintf("(reported by %d of %d %s)", reporting, n, plural(n, "replica", "replicas"))
 }
 
 // countAgents fills in the report's agent counts.
@@ -117,14 +92,16 @@ func (j *judgement) countAgents() {
 			c.AtStart++
 		}
 	}
+	c.Departed = len(j.departed)
 }
 
-// checkFleetSize is the guard every step shares. Fewer agents than expected means
-// the missing ones (reconnecting after a drain, not started yet) are not seen, so
-// their trust is unknown and step 1 cannot be done.
+// checkFleetSize is the guard every step shares. Fewer connected agents than
+// expected means the missing ones (not started yet, or away for longer than the
+// replicas remember departed agents) are not seen, so their trust is unknown and
+// step 1 cannot be done.
 func (j *judgement) checkFleetSize(minAgents int) {
-	if j.rep.Agents.Total < minAgents {
-		j.shortfall = fmt.Sprintf("fewer agents report than the %d expected (agents away, such as reconnecting, are not counted)", minAgents)
+	if got := j.rep.Agents.Total; got < minAgents {
+		j.shortfall = fmt.Sprintf("fewer agents report than the %d expected (%d connected; agents away longer than the replicas remember them are not counted)", minAgents, got)
 	}
 }
 
@@ -135,8 +112,15 @@ func (j *judgement) addNewCA() Step {
 			j.trustLag = append(j.trustLag, Straggler{Kind: "agent", Name: a.ID, Replica: a.replica, Step: StepAddNewCA, Reason: j.lacksNewCA(a)})
 		}
 	}
+	for _, a := range j.departed {
+		j.away = append(j.away, Straggler{Kind: "agent", Name: a.ID, Replica: a.replica, Step: StepAddNewCA, Reason: departedReason(a), LastSeen: new(a.lastSeen.UTC())})
+	}
 	c := j.rep.Agents
-	j.trustCount = fmt.Sprintf("%d/%d agents trust %s %s", c.TrustNew, c.Total, j.newCAs.name, j.reportNote)
+	j.trustCount = fmt.Sprintf("%d/%d connected agents trust %s", c.TrustNew, c.Total, j.newCAs.name)
+	if c.Departed > 0 {
+		j.trustCount += fmt.Sprintf(", %d departed %s not back yet", c.Departed, plural(c.Departed, "agent", "agents"))
+	}
+	j.trustCount += " " + j.reportNote
 	wait := j.trustWait()
 	s := Step{Name: StepAddNewCA, Safe: true, Done: wait == "", Why: j.trustCount}
 	if !s.Done {
@@ -159,7 +143,7 @@ func (j *judgement) lacksNewCA(a fleetAgent) string {
 
 // trustBlockers are the replicas and agents that hold step 1 back.
 func (j *judgement) trustBlockers() []Straggler {
-	return append(slices.Clone(j.unread), j.trustLag...)
+	return slices.Concat(j.unread, j.trustLag, j.away)
 }
 
 // trustWait says what step 1 waits for: its blockers, else the fleet's shortfall
@@ -225,15 +209,20 @@ func (j *judgement) removeOldCA(add, sw Step) Step {
 	s.Done = s.Safe && len(j.oldLag) == 0
 	switch {
 	case !s.Safe:
-		blockers := j.serveLag
+		// What steps 1 and 2 wait for: step 1's blockers or shortfall (fewer agents
+		// than --min-agents names no straggler), then the replicas of step 2.
+		var waits []string
 		if !add.Done {
-			blockers = append(j.trustBlockers(), j.serveLag...)
+			waits = append(waits, j.trustWait())
 		}
-		s.Why = fmt.Sprintf("not safe to remove %s: %s", j.oldCAs.name, names(blockers))
+		if len(j.serveLag) > 0 {
+			waits = append(waits, names(j.serveLag))
+		}
+		s.Why = fmt.Sprintf("not safe to remove %s: %s", j.oldCAs.name, strings.Join(waits, "; "))
 	case s.Done:
-		s.Why = fmt.Sprintf("no agent trusts %s any more %s", j.oldCAs.name, j.reportNote)
+		s.Why = fmt.Sprintf("no connected agent trusts %s any more %s", j.oldCAs.name, j.reportNote)
 	default:
-		s.Why = fmt.Sprintf("%d/%d agents still trust %s: %s", len(j.oldLag), j.rep.Agents.Total, j.oldCAs.name, names(j.oldLag))
+		s.Why = fmt.Sprintf("%d/%d connected agents still trust %s: %s", len(j.oldLag), j.rep.Agents.Total, j.oldCAs.name, names(j.oldLag))
 	}
 	return s
 }
