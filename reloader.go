@@ -40,6 +40,7 @@ func New(ctx context.Context, src Source, opts ...Option) (*Reloader, error) {
 		o.applyReloader(&cfg)
 	}
 	r := &Reloader{cfg: cfg, src: src, store: NewStore(nil)}
+	now, afterFunc := validationClock(cfg.validateOpts)
 	r.engine = reload.New[Content, *Material](src, reload.Spec[Content, *Material]{
 		Hash:         Content.Hash,
 		Validate:     func(c Content) (*Material, error) { return Validate(c, cfg.validateOpts...) },
@@ -51,10 +52,11 @@ func New(ctx context.Context, src Source, opts ...Option) (*Reloader, error) {
 			r.cfg.Logger.Warn("TLS source watch failed; relying on polling until it restarts",
 				append(r.logAttrs(), "source", src.String(), "error", err.Error(), "retry_in", retryIn.String())...)
 		},
-		Settle:  cfg.Settle,
-		Poll:    cfg.Poll,
-		ValidAt: ValidFrom,
-		Now:     validationClock(cfg.validateOpts),
+		Settle:    cfg.Settle,
+		Poll:      cfg.Poll,
+		ValidAt:   ValidFrom,
+		Now:       now,
+		AfterFunc: afterFunc,
 	})
 	m, err := r.engine.Initial(ctx, cfg.InitialWait)
 	if err != nil {

@@ -333,18 +333,6 @@ func TestCurrentDoesNotAllocate(t *testing.T) {
 	_ = sink
 }
 
-// fakeClock is a validation clock a test moves by hand.
-type fakeClock struct{ at atomic.Int64 }
-
-func newFakeClock(t time.Time) *fakeClock {
-	c := &fakeClock{}
-	c.at.Store(t.UnixNano())
-	return c
-}
-
-func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.at.Load()) }
-func (c *fakeClock) Advance(d time.Duration) { c.at.Add(int64(d)) }
-
 // TestNotYetValidRenewalIsAdoptedOnceValid: a renewal that lands before its
 // NotBefore is refused (once: one line, one count), but the refusal is not final:
 // once the clock passes NotBefore, an explicit Reload, a change event and a poll
@@ -357,7 +345,7 @@ func TestNotYetValidRenewalIsAdoptedOnceValid(t *testing.T) {
 
 	for _, how := range []string{"Reload", "event", "poll"} {
 		t.Run(how, func(t *testing.T) {
-			clock := newFakeClock(start)
+			clock := hotcerttest.NewFakeClock(start)
 			opts := []hotcert.Option{hotcert.WithSettle(0), hotcert.WithValidation(hotcert.WithClock(clock.Now))}
 			if how == "poll" {
 				opts = append(opts, hotcert.WithPollInterval(5*time.Millisecond))
@@ -396,6 +384,35 @@ func TestNotYetValidRenewalIsAdoptedOnceValid(t *testing.T) {
 				t.Errorf("status still failing after the renewal was served")
 			}
 		})
+	}
+}
+
+// TestNotYetValidRenewalIsAdoptedOnTheInjectedClock: the reloader waits for a
+// refused renewal's NotBefore on the clock it validates with, so a test or a
+// simulation that moves a fake clock past NotBefore sees the renewal served — with
+// no event, no poll, no Reload, and no real waiting (NotBefore is an hour ahead).
+func TestNotYetValidRenewalIsAdoptedOnTheInjectedClock(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	start := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	clock := hotcerttest.NewFakeClock(start)
+	old := ca.MustIssue(hotcerttest.WithValidity(start.Add(-time.Hour), start.Add(24*time.Hour)))
+	renewal := ca.MustIssue(hotcerttest.WithValidity(start.Add(time.Hour), start.Add(48*time.Hour)))
+	h := startReloader(t, identity(old), hotcert.WithSettle(0), hotcert.WithValidation(hotcert.WithTimerClock(clock))) // polling is off
+	h.src.Set(identity(renewal), nil)
+	testutil.WaitFor(t, "the refusal to be reported", func() bool { return len(h.obs.Failures()) == 1 })
+	testutil.WaitFor(t, "the reloader to wait on the injected clock", func() bool { return clock.Waiting() == 1 })
+
+	clock.Advance(30 * time.Minute) // not there yet: still waiting, still the old certificate
+	if clock.Waiting() != 1 || serial(h.r.Current()) != old.Cert.SerialNumber.String() {
+		t.Fatalf("half way to NotBefore: %d waits, serving %s", clock.Waiting(), serial(h.r.Current()))
+	}
+	clock.Advance(30*time.Minute + time.Second) // past NotBefore
+	testutil.WaitFor(t, "the renewal to be served", func() bool { return serial(h.r.Current()) == renewal.Cert.SerialNumber.String() })
+	if f := len(h.obs.Failures()); f != 1 {
+		t.Fatalf("%d failures, want 1", f)
+	}
+	if clock.Waiting() != 0 {
+		t.Errorf("%d waits left on the clock after the renewal was served", clock.Waiting())
 	}
 }
 
