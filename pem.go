@@ -149,11 +149,11 @@ func ParsePrivateKey(in Input) (crypto.Signer, error) {
 	}
 	switch {
 	case keys == 0 && len(bytes.TrimSpace(in.Data)) == 0:
-		return nil, newError(in.Name, ReasonEmpty, nil, "private key file is empty")
+		return nil, newError(in.Name, ReasonEmpty, nil, "is empty; want a private key")
 	case keys == 0:
 		return nil, newError(in.Name, ReasonEmpty, nil, "holds no private key")
 	case keys > 1:
-		return nil, newError(in.Name, ReasonPEM, nil, "holds %d private keys; a key file holds exactly one", keys)
+		return nil, newError(in.Name, ReasonPEM, nil, "holds %d private keys; want exactly one, the key of the certificate", keys)
 	}
 	priv, err := parseKeyDER(key)
 	if err != nil {

@@ -2,6 +2,7 @@ package hotcert
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -60,7 +61,7 @@ func New(ctx context.Context, src Source, opts ...Option) (*Reloader, error) {
 	})
 	m, err := r.engine.Initial(ctx, cfg.InitialWait)
 	if err != nil {
-		return nil, fmt.Errorf("hotcert: initial load from %s: %w", src, err)
+		return nil, firstLoadError(src, err)
 	}
 	m = m.withGeneration(1)
 	r.store.Set(m)
@@ -72,6 +73,19 @@ func New(ctx context.Context, src Source, opts ...Option) (*Reloader, error) {
 		}
 	}
 	return r, nil
+}
+
+// firstLoadError is New's error for a first load that failed with err. Content
+// errors ([*Error]) start with the input they are about and say what is wrong with
+// it ("/tls/tls.crt: certificate chain holds no certificate"): that is the message,
+// without the source's description, which would only name the file again. An error
+// that names no input is said of the source.
+func firstLoadError(src Source, err error) error {
+	var e *Error
+	if errors.As(err, &e) && e.Input != "" {
+		return fmt.Errorf("hotcert: %w", err)
+	}
+	return fmt.Errorf("hotcert: reading %s: %w", src, err)
 }
 
 // Current returns the Material in use. It never returns nil.

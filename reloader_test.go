@@ -3,6 +3,7 @@ package hotcert_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"strings"
@@ -219,7 +220,7 @@ func TestNewFailsFastAndWaits(t *testing.T) {
 	ca := hotcerttest.MustNewCA()
 	a := ca.MustIssue(hotcerttest.WithValidity(time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)))
 	_, err := hotcert.New(context.Background(), newMemSource(identity(a)))
-	if hotcert.ReasonOf(err) != hotcert.ReasonExpired || !strings.Contains(err.Error(), "initial load from memory") {
+	if hotcert.ReasonOf(err) != hotcert.ReasonExpired || !strings.HasPrefix(err.Error(), "hotcert: /tls/tls.crt: leaf certificate (") {
 		t.Fatalf("New with expired certificate: %v", err)
 	}
 
@@ -240,6 +241,35 @@ func TestNewFailsFastAndWaits(t *testing.T) {
 	src2.err = errors.New("boom")
 	if _, err := hotcert.New(context.Background(), src2, hotcert.WithInitialWait(50*time.Millisecond)); err == nil {
 		t.Fatal("New succeeded on a source that never became readable")
+	}
+}
+
+// TestNewSaysWhatIsWrongOnce: New's error is the content's error, which names the
+// input and what is wrong with it, with the package prefix and nothing else (the
+// source's description would name the file a second time); an error that names no
+// input is said of the source; a wait cut short by ctx stays one line.
+func TestNewSaysWhatIsWrongOnce(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	empty := identity(ca.MustIssue())
+	empty.Cert.Data = nil
+	_, err := hotcert.New(context.Background(), newMemSource(empty))
+	if got, want := fmt.Sprint(err), "hotcert: /tls/tls.crt: certificate chain holds no certificate"; got != want {
+		t.Errorf("New with an empty certificate file:\n got %q\nwant %q", got, want)
+	}
+
+	src := newMemSource(hotcert.Content{})
+	src.err = errors.New("connection refused")
+	_, err = hotcert.New(context.Background(), src)
+	if got, want := fmt.Sprint(err), "hotcert: reading memory: connection refused"; got != want {
+		t.Errorf("New with a source error naming no input:\n got %q\nwant %q", got, want)
+	}
+
+	src.err = &hotcert.Error{Input: "Secret ns/tls", Reason: hotcert.ReasonMissing, Detail: "not found"}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err = hotcert.New(ctx, src, hotcert.WithInitialWait(time.Hour))
+	if got, want := fmt.Sprint(err), "hotcert: Secret ns/tls: not found (stopped waiting: context deadline exceeded)"; got != want || !errors.Is(err, context.DeadlineExceeded) || hotcert.ReasonOf(err) != hotcert.ReasonMissing {
+		t.Errorf("New whose wait ctx ended:\n got %q\nwant %q (wrapping the deadline and the reason)", got, want)
 	}
 }
 

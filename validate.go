@@ -225,6 +225,11 @@ func (m *Material) loadIdentity(c Content, cfg *validateConfig, now time.Time) e
 		return err
 	}
 	if pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(chain[0].PublicKey) {
+		if c.Key.Name == c.Cert.Name {
+			// One input holds both (a credential bundle): name the certificate, not
+			// the input again.
+			return newError(c.Key.Name, ReasonKeyMismatch, nil, "private key does not match the leaf certificate (%s)", describe(chain[0]))
+		}
 		return newError(c.Key.Name, ReasonKeyMismatch, nil, "private key does not match the certificate in %s", c.Cert.Name)
 	}
 	cert := tls.Certificate{PrivateKey: key, Leaf: chain[0]}

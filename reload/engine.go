@@ -15,6 +15,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -151,7 +152,8 @@ func (e *Engine[C, T]) Initial(ctx context.Context, wait time.Duration) (T, erro
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return v, errors.Join(err, ctx.Err())
+			// One line, the content's error first: it is what the user must fix.
+			return v, fmt.Errorf("%w (stopped waiting: %w)", err, ctx.Err())
 		case <-t.C:
 		}
 		delay = min(2*delay, 2*time.Second)
