@@ -21,3 +21,13 @@ type Clock interface {
 
 // wallAfterFunc is the wall clock's AfterFunc.
 func wallAfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+
+// funcClock is a Clock made of its two functions.
+type funcClock struct {
+	now       func() time.Time
+	afterFunc func(time.Duration, func()) func() bool
+}
+
+func (c funcClock) Now() time.Time { return c.now() }
+
+func (c funcClock) AfterFunc(d time.Duration, f func()) func() bool { return c.afterFunc(d, f) }

@@ -41,7 +41,6 @@ func New(ctx context.Context, src Source, opts ...Option) (*Reloader, error) {
 		o.applyReloader(&cfg)
 	}
 	r := &Reloader{cfg: cfg, src: src, store: NewStore(nil)}
-	now, afterFunc := validationClock(cfg.validateOpts)
 	r.engine = reload.New[Content, *Material](src, reload.Spec[Content, *Material]{
 		Hash:         Content.Hash,
 		Validate:     func(c Content) (*Material, error) { return Validate(c, cfg.validateOpts...) },
@@ -56,8 +55,8 @@ func New(ctx context.Context, src Source, opts ...Option) (*Reloader, error) {
 		Settle:    cfg.Settle,
 		Poll:      cfg.Poll,
 		ValidAt:   ValidFrom,
-		Now:       now,
-		AfterFunc: afterFunc,
+		Now:       validationClock(cfg.validateOpts).Now,
+		AfterFunc: validationClock(cfg.validateOpts).AfterFunc,
 	})
 	m, err := r.engine.Initial(ctx, cfg.InitialWait)
 	if err != nil {

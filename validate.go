@@ -199,13 +199,13 @@ func earliestNotBefore(chain []*x509.Certificate, now time.Time) time.Time {
 	return at
 }
 
-// validationClock returns the clock opts validate against, and its timer.
-func validationClock(opts []ValidateOption) (now func() time.Time, afterFunc func(time.Duration, func()) func() bool) {
+// validationClock returns the clock opts validate against, with its timer.
+func validationClock(opts []ValidateOption) Clock {
 	cfg := validateConfig{now: time.Now, afterFunc: wallAfterFunc}
 	for _, o := range opts {
 		o.applyValidate(&cfg)
 	}
-	return cfg.now, cfg.afterFunc
+	return funcClock{cfg.now, cfg.afterFunc}
 }
 
 func sourceName(c Content) string {
