@@ -62,6 +62,13 @@ func strictCertificates(t *testing.T, what string, data []byte) []*x509.Certific
 	if n := bytes.Count(data, []byte("-----BEGIN ")); n != blocks {
 		t.Fatalf("%s accepted with %d BEGIN lines but only %d blocks encoding/pem can decode", what, n, blocks)
 	}
+	for i, line := range bytes.Split(data, []byte("\n")) {
+		line = bytes.TrimRight(line, "\r")
+		whole := bytes.HasSuffix(line, []byte("-----")) && (bytes.HasPrefix(line, []byte("-----BEGIN ")) || bytes.HasPrefix(line, []byte("-----END ")))
+		if len(line) > 0 && line[0] == '-' && !whole {
+			t.Fatalf("%s accepted with line %d (%q) starting with dashes: a marker cut short", what, i+1, line[:min(len(line), 16)])
+		}
+	}
 	return certs
 }
 
@@ -122,6 +129,7 @@ func FuzzValidateBundle(f *testing.F) {
 	f.Add(bundle)
 	f.Add(append([]byte("# comment\n"), bundle...))
 	f.Add(hotcerttest.Truncate(bundle))
+	f.Add(append(append([]byte{}, bundle...), "-----BEGIN"...)) // cut inside the next BEGIN line
 	f.Add(append(append([]byte{}, bundle...), leaf.KeyPEM...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := hotcert.Input{Name: "/ca/ca.crt", Data: data}

@@ -19,6 +19,10 @@ import (
 //     its matching END line: a truncated or garbled block is an error naming it, never
 //     skipped (encoding/pem alone would skip it and carry on with the next block);
 //     an END line without its BEGIN is an error too (the tail of a cut block);
+//   - a line outside blocks that starts with a dash is not text: it is what is left
+//     of a marker cut short ("-", "-----BEGIN" when a write stopped inside the next
+//     block's BEGIN line), an error, so a bundle read in the middle of a
+//     non-atomic write is refused rather than published without its last CA;
 //   - parameter blocks ("EC PARAMETERS", "DH PARAMETERS", ...) are skipped, as
 //     crypto/tls skips them: `openssl ecparam -genkey` writes one before the key;
 //   - every other block must be of the kind the input holds: certificates in a
@@ -48,6 +52,9 @@ func DecodePEM(in Input) ([]*pem.Block, error) {
 		}
 		if j := bytes.Index(text, pemEnd); j >= 0 {
 			return nil, newError(in.Name, ReasonPEM, nil, "an END line at line %d has no BEGIN line (a cut block?)", lineOf(in.Data, rest, j))
+		}
+		if j := dashLine(in.Data, rest, text); j >= 0 {
+			return nil, newError(in.Name, ReasonPEM, nil, "line %d starts with dashes but is not a whole BEGIN or END line (a cut block?)", lineOf(in.Data, rest, j))
 		}
 		if i < 0 {
 			return blocks, nil
@@ -142,11 +149,11 @@ func ParsePrivateKey(in Input) (crypto.Signer, error) {
 	}
 	switch {
 	case keys == 0 && len(bytes.TrimSpace(in.Data)) == 0:
-		return nil, newError(in.Name, ReasonEmpty, nil, "private key file is empty")
+		return nil, newError(in.Name, ReasonEmpty, nil, "is empty; want a private key")
 	case keys == 0:
 		return nil, newError(in.Name, ReasonEmpty, nil, "holds no private key")
 	case keys > 1:
-		return nil, newError(in.Name, ReasonPEM, nil, "holds %d private keys; a key file holds exactly one", keys)
+		return nil, newError(in.Name, ReasonPEM, nil, "holds %d private keys; want exactly one, the key of the certificate", keys)
 	}
 	priv, err := parseKeyDER(key)
 	if err != nil {
@@ -256,6 +263,22 @@ func beginKind(b []byte) string {
 		return "a garbled BEGIN line"
 	}
 	return blockKind(string(typ))
+}
+
+// dashLine returns the offset in rest of the first line of text (a prefix of rest,
+// itself a suffix of all) that starts with a dash, or -1. Text outside blocks
+// never needs one, and every whole marker is handled before: such a line is a
+// marker cut short.
+func dashLine(all, rest, text []byte) int {
+	if len(text) > 0 && text[0] == '-' {
+		if pos := len(all) - len(rest); pos == 0 || all[pos-1] == '\n' {
+			return 0
+		}
+	}
+	if j := bytes.Index(text, []byte("\n-")); j >= 0 {
+		return j + 1
+	}
+	return -1
 }
 
 // lineOf returns the 1-based line number, in all, of offset off in rest, a suffix

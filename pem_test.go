@@ -18,6 +18,7 @@ import (
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/internal/testutil"
 )
 
 // runOpenSSL runs openssl in dir and fails the test when it is missing or fails
@@ -110,7 +111,6 @@ func TestPEMGrammar(t *testing.T) {
 	other := hotcerttest.MustNewCA()
 	leaf := root.MustIssue()
 	a, b := hotcerttest.BundlePEM(root), hotcerttest.BundlePEM(other)
-	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 	// garble breaks the base64 of the block that starts at the first BEGIN of p.
 	garble := func(p []byte) []byte {
 		out := bytes.Clone(p)
@@ -133,6 +133,13 @@ func TestPEMGrammar(t *testing.T) {
 			{name: "openssl -text output", data: cat([]byte("Certificate:\n    Data:\n        Version: 3 (0x2)\n"), a), n: 1},
 			{name: "CRLF line endings", data: bytes.ReplaceAll(cat(a, b), []byte("\n"), []byte("\r\n")), n: 2},
 			{name: "parameters block skipped", data: cat(ecParams, a), n: 1},
+			{name: "dashes inside a line of text", data: cat([]byte("subject=CN=a-b -- c\n  ---\n"), a, b), n: 2},
+			{name: "cut inside the next BEGIN", data: cat(a, b[:len("-----BEG")]), reason: hotcert.ReasonPEM, want: "line 12 starts with dashes but is not a whole BEGIN or END line"},
+			{name: "one dash after the bundle", data: cat(a, b, []byte("-")), reason: hotcert.ReasonPEM, want: "starts with dashes"},
+			{name: "dash line after the bundle", data: cat(a, b, []byte("-----\n")), reason: hotcert.ReasonPEM, want: "starts with dashes"},
+			{name: "dash separator between blocks", data: cat(a, []byte("---\n"), b), reason: hotcert.ReasonPEM, want: "starts with dashes"},
+			{name: "BEGIN without its space", data: cat(a, []byte("-----BEGIN-----\n"), b), reason: hotcert.ReasonPEM, want: "starts with dashes"},
+			{name: "END without its space", data: cat(a, []byte("-----END\n")), reason: hotcert.ReasonPEM, want: "starts with dashes"},
 			{name: "garbled middle block, good block after it", data: cat(a, garble(b), a), reason: hotcert.ReasonPEM, want: `PEM block 2 (a "CERTIFICATE", line `},
 			{name: "middle block without END, good block after it", data: cat(a, noEnd(b), a), reason: hotcert.ReasonPEM, want: "PEM block 2"},
 			{name: "truncated last block", data: cat(a, hotcerttest.Truncate(b)), reason: hotcert.ReasonPEM, want: "PEM block 2"},
@@ -179,6 +186,7 @@ func TestPEMGrammar(t *testing.T) {
 			{name: "PKCS #8", data: leaf.KeyPEM},
 			{name: "SEC 1 after EC PARAMETERS", data: cat(ecParams, sec1)},
 			{name: "text around the key", data: cat([]byte("Bag Attributes\n    localKeyID: 01\n"), leaf.KeyPEM, []byte("\n"))},
+			{name: "key followed by a cut BEGIN", data: cat(leaf.KeyPEM, []byte("-----BEGIN")), reason: hotcert.ReasonPEM, want: "starts with dashes"},
 			{name: "two keys", data: cat(leaf.KeyPEM, second.KeyPEM), reason: hotcert.ReasonPEM, want: "holds 2 private keys"},
 			{name: "certificate in key file", data: cat(leaf.KeyPEM, leaf.CertPEM), reason: hotcert.ReasonPEM, want: `PEM block 2 is a "CERTIFICATE", not a private key`},
 			{name: "truncated key", data: hotcerttest.Truncate(leaf.KeyPEM), reason: hotcert.ReasonPEM, want: "PEM block 1 (a private key, line 1) is malformed or truncated"},
@@ -290,3 +298,120 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestPEMCutNeverShortens: a bundle, a chain or a key file read in the middle of a
+// non-atomic write (cut at any byte) is either refused or holds every block it
+// shows whole: a cut inside a block — inside the next block's BEGIN marker too,
+// "-" to "-----BEGIN" — is never accepted as the shorter file. A cut that falls
+// exactly after an END line leaves a complete, shorter file, which no reader can
+// tell from one written that way; only those may be accepted.
+func TestPEMCutNeverShortens(t *testing.T) {
+	roots := []*hotcerttest.CA{hotcerttest.MustNewCA(), hotcerttest.MustNewCA(), hotcerttest.MustNewCA()}
+	inter := roots[0].MustNewIntermediate()
+	leaf := inter.MustIssue()
+	sec1 := must(leaf.KeyPEMWithType(hotcerttest.KeyFormatSEC1))
+	ecParams := []byte("-----BEGIN EC PARAMETERS-----\nBggqhkjOPQMBBw==\n-----END EC PARAMETERS-----\n")
+	cas := func(data []byte) (int, error) {
+		certs, err := hotcert.ParseCertificates(hotcert.Input{Name: "/ca/ca.crt", Data: data})
+		return len(certs), err
+	}
+	for _, tc := range []struct {
+		name  string
+		data  []byte
+		parse func([]byte) (int, error) // what is accepted: the number of blocks it holds
+	}{
+		{"CA bundle of 3 (ParseCertificates)", hotcerttest.BundlePEM(roots...), cas},
+		{"CA bundle of 2 (Validate)", hotcerttest.BundlePEM(roots[:2]...), func(data []byte) (int, error) {
+			m, err := hotcert.Validate(hotcert.Content{CA: hotcert.Input{Name: "/ca/ca.crt", Data: data}})
+			if err != nil {
+				return 0, err
+			}
+			return len(m.TrustCertificates()), nil
+		}},
+		{"certificate chain (Validate)", leaf.ChainPEM, func(data []byte) (int, error) {
+			m, err := hotcert.Validate(hotcert.Content{Cert: hotcert.Input{Name: "/tls/tls.crt", Data: data}, Key: hotcert.Input{Name: "/tls/tls.key", Data: leaf.KeyPEM}})
+			if err != nil {
+				return 0, err
+			}
+			return len(m.Chain()), nil
+		}},
+		{"key file with EC PARAMETERS (ParsePrivateKey)", cat(ecParams, sec1), func(data []byte) (int, error) {
+			if _, err := hotcert.ParsePrivateKey(hotcert.Input{Name: "/tls/tls.key", Data: data}); err != nil {
+				return 0, err
+			}
+			return 2, nil // the parameters block and the key
+		}},
+		{"blocks (DecodePEM)", hotcerttest.BundlePEM(roots[:2]...), func(data []byte) (int, error) {
+			blocks, err := hotcert.DecodePEM(hotcert.Input{Name: "/ca/ca.crt", Data: data})
+			return len(blocks), err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if n, err := tc.parse(tc.data); err != nil || n != bytes.Count(tc.data, []byte("-----END ")) {
+				t.Fatalf("the whole file: %d blocks, %v", n, err)
+			}
+			accepted := 0
+			for n := 1; n < len(tc.data); n++ {
+				cut := tc.data[:n]
+				got, err := tc.parse(cut)
+				if err != nil {
+					if hotcert.ReasonOf(err) == "" {
+						t.Fatalf("cut at %d: error without a reason: %v", n, err)
+					}
+					continue
+				}
+				accepted++
+				if !endsAfterEND(cut) || got != bytes.Count(cut, []byte("-----END ")) {
+					t.Errorf("cut at byte %d of %d (ending %q) accepted with %d blocks: a cut block was left out", n, len(tc.data), tail(cut), got)
+				}
+			}
+			// Each block boundary but the last allows two whole cuts (after the END
+			// line's dashes, and after its newline), and the last one (the whole
+			// file without its final newline).
+			if want := 2*(bytes.Count(tc.data, []byte("-----END "))-1) + 1; accepted > want {
+				t.Errorf("%d cut positions accepted, want at most %d (the block boundaries)", accepted, want)
+			}
+		})
+	}
+
+	// The cuts the PEM decoder alone would take for text: every prefix of the next
+	// BEGIN line up to its space, after a whole first certificate.
+	a, b := hotcerttest.BundlePEM(roots[0]), hotcerttest.BundlePEM(roots[1])
+	for n := 1; n <= len("-----BEGIN"); n++ {
+		data := cat(a, b[:n])
+		if _, err := hotcert.ParseCertificates(hotcert.Input{Name: "/ca/ca.crt", Data: data}); hotcert.ReasonOf(err) != hotcert.ReasonPEM || !strings.Contains(err.Error(), "line ") {
+			t.Errorf("bundle followed by %q: %v, want a pem error naming the line", b[:n], err)
+		}
+	}
+
+	// Through the reloader: New refuses the cut bundle, and a running reloader
+	// keeps serving the whole one.
+	whole := hotcerttest.BundlePEM(roots[:2]...)
+	cutAt := cat(a, b[:len("-----BEGIN")])
+	if _, err := hotcert.New(context.Background(), newMemSource(hotcert.Content{CA: hotcert.Input{Name: "/ca/ca.crt", Data: cutAt}})); hotcert.ReasonOf(err) != hotcert.ReasonPEM {
+		t.Fatalf("New with a bundle cut inside its second BEGIN: %v, want refused (pem)", err)
+	}
+	h := startReloader(t, hotcert.Content{CA: hotcert.Input{Name: "/ca/ca.crt", Data: whole}}, hotcert.WithSettle(0))
+	h.src.Set(hotcert.Content{CA: hotcert.Input{Name: "/ca/ca.crt", Data: cat(whole, b[:1])}}, nil)
+	testutil.WaitFor(t, "the cut bundle to be refused", func() bool { return len(h.obs.Failures()) == 1 })
+	if got := hotcert.ReasonOf(h.obs.Failures()[0]); got != hotcert.ReasonPEM {
+		t.Fatalf("refused as %s, want pem", got)
+	}
+	if n := len(h.r.Current().TrustCertificates()); n != 2 {
+		t.Fatalf("serving %d CAs after a cut write, want the whole bundle's 2", n)
+	}
+}
+
+// endsAfterEND reports whether data ends with a whole END line (and its line end).
+func endsAfterEND(data []byte) bool {
+	trimmed := bytes.TrimRight(data, "\r\n")
+	if len(data)-len(trimmed) > 2 {
+		return false
+	}
+	line := trimmed[bytes.LastIndexByte(trimmed, '\n')+1:]
+	return bytes.HasPrefix(line, []byte("-----END ")) && bytes.HasSuffix(line, []byte("-----"))
+}
+
+func tail(b []byte) []byte { return b[max(0, len(b)-12):] }
+
+func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }

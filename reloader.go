@@ -2,6 +2,7 @@ package hotcert
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -51,14 +52,15 @@ func New(ctx context.Context, src Source, opts ...Option) (*Reloader, error) {
 			r.cfg.Logger.Warn("TLS source watch failed; relying on polling until it restarts",
 				append(r.logAttrs(), "source", src.String(), "error", err.Error(), "retry_in", retryIn.String())...)
 		},
-		Settle:  cfg.Settle,
-		Poll:    cfg.Poll,
-		ValidAt: ValidFrom,
-		Now:     validationClock(cfg.validateOpts),
+		Settle:    cfg.Settle,
+		Poll:      cfg.Poll,
+		ValidAt:   ValidFrom,
+		Now:       validationClock(cfg.validateOpts).Now,
+		AfterFunc: validationClock(cfg.validateOpts).AfterFunc,
 	})
 	m, err := r.engine.Initial(ctx, cfg.InitialWait)
 	if err != nil {
-		return nil, fmt.Errorf("hotcert: initial load from %s: %w", src, err)
+		return nil, firstLoadError(src, err)
 	}
 	m = m.withGeneration(1)
 	r.store.Set(m)
@@ -70,6 +72,19 @@ func New(ctx context.Context, src Source, opts ...Option) (*Reloader, error) {
 		}
 	}
 	return r, nil
+}
+
+// firstLoadError is New's error for a first load that failed with err. Content
+// errors ([*Error]) start with the input they are about and say what is wrong with
+// it ("/tls/tls.crt: certificate chain holds no certificate"): that is the message,
+// without the source's description, which would only name the file again. An error
+// that names no input is said of the source.
+func firstLoadError(src Source, err error) error {
+	var e *Error
+	if errors.As(err, &e) && e.Input != "" {
+		return fmt.Errorf("hotcert: %w", err)
+	}
+	return fmt.Errorf("hotcert: reading %s: %w", src, err)
 }
 
 // Current returns the Material in use. It never returns nil.

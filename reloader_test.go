@@ -3,6 +3,7 @@ package hotcert_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"strings"
@@ -219,7 +220,7 @@ func TestNewFailsFastAndWaits(t *testing.T) {
 	ca := hotcerttest.MustNewCA()
 	a := ca.MustIssue(hotcerttest.WithValidity(time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)))
 	_, err := hotcert.New(context.Background(), newMemSource(identity(a)))
-	if hotcert.ReasonOf(err) != hotcert.ReasonExpired || !strings.Contains(err.Error(), "initial load from memory") {
+	if hotcert.ReasonOf(err) != hotcert.ReasonExpired || !strings.HasPrefix(err.Error(), "hotcert: /tls/tls.crt: leaf certificate (") {
 		t.Fatalf("New with expired certificate: %v", err)
 	}
 
@@ -240,6 +241,35 @@ func TestNewFailsFastAndWaits(t *testing.T) {
 	src2.err = errors.New("boom")
 	if _, err := hotcert.New(context.Background(), src2, hotcert.WithInitialWait(50*time.Millisecond)); err == nil {
 		t.Fatal("New succeeded on a source that never became readable")
+	}
+}
+
+// TestNewSaysWhatIsWrongOnce: New's error is the content's error, which names the
+// input and what is wrong with it, with the package prefix and nothing else (the
+// source's description would name the file a second time); an error that names no
+// input is said of the source; a wait cut short by ctx stays one line.
+func TestNewSaysWhatIsWrongOnce(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	empty := identity(ca.MustIssue())
+	empty.Cert.Data = nil
+	_, err := hotcert.New(context.Background(), newMemSource(empty))
+	if got, want := fmt.Sprint(err), "hotcert: /tls/tls.crt: certificate chain holds no certificate"; got != want {
+		t.Errorf("New with an empty certificate file:\n got %q\nwant %q", got, want)
+	}
+
+	src := newMemSource(hotcert.Content{})
+	src.err = errors.New("connection refused")
+	_, err = hotcert.New(context.Background(), src)
+	if got, want := fmt.Sprint(err), "hotcert: reading memory: connection refused"; got != want {
+		t.Errorf("New with a source error naming no input:\n got %q\nwant %q", got, want)
+	}
+
+	src.err = &hotcert.Error{Input: "Secret ns/tls", Reason: hotcert.ReasonMissing, Detail: "not found"}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err = hotcert.New(ctx, src, hotcert.WithInitialWait(time.Hour))
+	if got, want := fmt.Sprint(err), "hotcert: Secret ns/tls: not found (stopped waiting: context deadline exceeded)"; got != want || !errors.Is(err, context.DeadlineExceeded) || hotcert.ReasonOf(err) != hotcert.ReasonMissing {
+		t.Errorf("New whose wait ctx ended:\n got %q\nwant %q (wrapping the deadline and the reason)", got, want)
 	}
 }
 
@@ -333,18 +363,6 @@ func TestCurrentDoesNotAllocate(t *testing.T) {
 	_ = sink
 }
 
-// fakeClock is a validation clock a test moves by hand.
-type fakeClock struct{ at atomic.Int64 }
-
-func newFakeClock(t time.Time) *fakeClock {
-	c := &fakeClock{}
-	c.at.Store(t.UnixNano())
-	return c
-}
-
-func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.at.Load()) }
-func (c *fakeClock) Advance(d time.Duration) { c.at.Add(int64(d)) }
-
 // TestNotYetValidRenewalIsAdoptedOnceValid: a renewal that lands before its
 // NotBefore is refused (once: one line, one count), but the refusal is not final:
 // once the clock passes NotBefore, an explicit Reload, a change event and a poll
@@ -357,7 +375,7 @@ func TestNotYetValidRenewalIsAdoptedOnceValid(t *testing.T) {
 
 	for _, how := range []string{"Reload", "event", "poll"} {
 		t.Run(how, func(t *testing.T) {
-			clock := newFakeClock(start)
+			clock := hotcerttest.NewFakeClock(start)
 			opts := []hotcert.Option{hotcert.WithSettle(0), hotcert.WithValidation(hotcert.WithClock(clock.Now))}
 			if how == "poll" {
 				opts = append(opts, hotcert.WithPollInterval(5*time.Millisecond))
@@ -396,6 +414,35 @@ func TestNotYetValidRenewalIsAdoptedOnceValid(t *testing.T) {
 				t.Errorf("status still failing after the renewal was served")
 			}
 		})
+	}
+}
+
+// TestNotYetValidRenewalIsAdoptedOnTheInjectedClock: the reloader waits for a
+// refused renewal's NotBefore on the clock it validates with, so a test or a
+// simulation that moves a fake clock past NotBefore sees the renewal served — with
+// no event, no poll, no Reload, and no real waiting (NotBefore is an hour ahead).
+func TestNotYetValidRenewalIsAdoptedOnTheInjectedClock(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	start := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	clock := hotcerttest.NewFakeClock(start)
+	old := ca.MustIssue(hotcerttest.WithValidity(start.Add(-time.Hour), start.Add(24*time.Hour)))
+	renewal := ca.MustIssue(hotcerttest.WithValidity(start.Add(time.Hour), start.Add(48*time.Hour)))
+	h := startReloader(t, identity(old), hotcert.WithSettle(0), hotcert.WithValidation(hotcert.WithTimerClock(clock))) // polling is off
+	h.src.Set(identity(renewal), nil)
+	testutil.WaitFor(t, "the refusal to be reported", func() bool { return len(h.obs.Failures()) == 1 })
+	testutil.WaitFor(t, "the reloader to wait on the injected clock", func() bool { return clock.Waiting() == 1 })
+
+	clock.Advance(30 * time.Minute) // not there yet: still waiting, still the old certificate
+	if clock.Waiting() != 1 || serial(h.r.Current()) != old.Cert.SerialNumber.String() {
+		t.Fatalf("half way to NotBefore: %d waits, serving %s", clock.Waiting(), serial(h.r.Current()))
+	}
+	clock.Advance(30*time.Minute + time.Second) // past NotBefore
+	testutil.WaitFor(t, "the renewal to be served", func() bool { return serial(h.r.Current()) == renewal.Cert.SerialNumber.String() })
+	if f := len(h.obs.Failures()); f != 1 {
+		t.Fatalf("%d failures, want 1", f)
+	}
+	if clock.Waiting() != 0 {
+		t.Errorf("%d waits left on the clock after the renewal was served", clock.Waiting())
 	}
 }
 

@@ -27,6 +27,7 @@ func (f validateOptionFunc) applyValidate(c *validateConfig) { f(c) }
 
 type validateConfig struct {
 	now          func() time.Time
+	afterFunc    func(time.Duration, func()) func() bool // the timer of now's clock
 	chainTo      *x509.CertPool
 	chainToOwn   bool
 	ekus         []x509.ExtKeyUsage
@@ -38,13 +39,28 @@ type validateConfig struct {
 }
 
 // WithClock sets the clock validity windows are checked against (default
-// time.Now; a nil clock is time.Now too).
+// time.Now; a nil clock is time.Now too). A [Reloader] still waits on the wall
+// clock for a refused renewal's NotBefore; give a [Clock] with [WithTimerClock]
+// to make it wait on your clock as well.
 func WithClock(now func() time.Time) ValidateOption {
 	return validateOptionFunc(func(c *validateConfig) {
 		if now == nil {
 			now = time.Now
 		}
-		c.now = now
+		c.now, c.afterFunc = now, wallAfterFunc
+	})
+}
+
+// WithTimerClock is [WithClock] with a [Clock]: validity windows are checked
+// against c.Now, and a [Reloader] that refused a certificate not valid yet looks
+// at it again when c reaches its NotBefore (c.AfterFunc), so advancing a fake
+// clock past NotBefore adopts the renewal at once. A nil c is the wall clock.
+func WithTimerClock(c Clock) ValidateOption {
+	return validateOptionFunc(func(cfg *validateConfig) {
+		cfg.now, cfg.afterFunc = time.Now, wallAfterFunc
+		if c != nil {
+			cfg.now, cfg.afterFunc = c.Now, c.AfterFunc
+		}
 	})
 }
 
@@ -183,13 +199,13 @@ func earliestNotBefore(chain []*x509.Certificate, now time.Time) time.Time {
 	return at
 }
 
-// validationClock returns the clock opts validate against.
-func validationClock(opts []ValidateOption) func() time.Time {
-	cfg := validateConfig{now: time.Now}
+// validationClock returns the clock opts validate against, with its timer.
+func validationClock(opts []ValidateOption) Clock {
+	cfg := validateConfig{now: time.Now, afterFunc: wallAfterFunc}
 	for _, o := range opts {
 		o.applyValidate(&cfg)
 	}
-	return cfg.now
+	return funcClock{cfg.now, cfg.afterFunc}
 }
 
 func sourceName(c Content) string {
@@ -209,6 +225,11 @@ func (m *Material) loadIdentity(c Content, cfg *validateConfig, now time.Time) e
 		return err
 	}
 	if pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(chain[0].PublicKey) {
+		if c.Key.Name == c.Cert.Name {
+			// One input holds both (a credential bundle): name the certificate, not
+			// the input again.
+			return newError(c.Key.Name, ReasonKeyMismatch, nil, "private key does not match the leaf certificate (%s)", describe(chain[0]))
+		}
 		return newError(c.Key.Name, ReasonKeyMismatch, nil, "private key does not match the certificate in %s", c.Cert.Name)
 	}
 	cert := tls.Certificate{PrivateKey: key, Leaf: chain[0]}

@@ -13,6 +13,10 @@
 // [WriteFileNonAtomic] and [Truncate] produce the broken states that
 // non-kubelet writers can leave behind.
 //
+// [FakeClock] is a clock a test moves by hand: given to a reloader with
+// hotcert.WithTimerClock, it both judges validity and times the reloader's wait for
+// a renewal's NotBefore, so a test crosses hours without sleeping.
+//
 // The package does not import "testing": errors are returned, and the Must…
 // variants panic, so it can be used from programs (such as a demo) as well as
 // from tests.

@@ -2,6 +2,7 @@ package jwtkeys
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -67,7 +68,13 @@ func New(ctx context.Context, src Source, opts ...Option) (*KeySet, error) {
 	})
 	m, err := ks.engine.Initial(ctx, cfg.reload.InitialWait)
 	if err != nil {
-		return nil, fmt.Errorf("jwtkeys: initial load from %s: %w", src, err)
+		// As hotcert.New: a content error names its input and what is wrong with
+		// it, so it is the message; another error is said of the source.
+		var he *hotcert.Error
+		if errors.As(err, &he) && he.Input != "" {
+			return nil, fmt.Errorf("jwtkeys: %w", err)
+		}
+		return nil, fmt.Errorf("jwtkeys: reading %s: %w", src, err)
 	}
 	st := newState(nil, m, cfg.now(), cfg.grace)
 	ks.cur.Store(st)

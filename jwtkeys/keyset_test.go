@@ -5,11 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/pem"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/hotcert/hotcert"
 )
 
 func TestSignVerifyEachAlgorithm(t *testing.T) {
@@ -279,6 +282,13 @@ func TestConfig(t *testing.T) {
 	}
 	if _, err := New(context.Background(), NewMemorySource(Content{})); err == nil {
 		t.Fatal("empty content accepted at startup")
+	}
+	// The content's error, once: the input and what is wrong, no "initial load
+	// from <source>" naming the file again.
+	bad := Content{SigningKey: hotcert.Input{Name: "/keys/signing.key", Data: []byte("garbage")}}
+	_, err = New(context.Background(), NewMemorySource(bad))
+	if msg := fmt.Sprint(err); !strings.HasPrefix(msg, "jwtkeys: /keys/signing.key: ") || strings.Count(msg, "/keys/signing.key") != 1 {
+		t.Fatalf("New with a bad signing key: %q, want jwtkeys: /keys/signing.key: <what is wrong>", msg)
 	}
 }
 

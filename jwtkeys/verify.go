@@ -25,6 +25,14 @@ const (
 	ReasonClaims      RejectReason = "claims"        // exp missing, or wrong issuer or audience
 )
 
+// RejectReasons returns every [RejectReason], in a fixed order: for a metric that
+// creates one series per reason at zero, so that an alert on increase() sees the
+// first rejection of each kind.
+func RejectReasons() []RejectReason {
+	return []RejectReason{ReasonMalformed, ReasonUnknownKey, ReasonKeyRetired, ReasonAlgorithm,
+		ReasonSignature, ReasonExpired, ReasonNotYetValid, ReasonClaims}
+}
+
 // MaxTokenSize caps the tokens Verify looks at (bytes). Real tokens are a few hundred.
 const MaxTokenSize = 16 << 10
 

@@ -7,6 +7,11 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -169,22 +174,31 @@ func TestVerifyClaimsFillsOnlyVerifiedClaims(t *testing.T) {
 	sig[len(sig)/2] ^= 1
 	forged := parts[0] + "." + parts[1] + "." + base64.RawURLEncoding.EncodeToString(sig)
 	expired := agentClaims{RegisteredClaims: claimsAt(now.Add(-time.Hour), time.Minute), Role: "admin"}
+	early := agentClaims{RegisteredClaims: claimsAt(now.Add(time.Hour), time.Minute), Role: "admin"}
+	noExp := admin
+	noExp.ExpiresAt = nil
 
 	for name, tok := range map[string]string{
 		"forged signature": forged,
 		"unknown key":      handSigned(t, jwt.SigningMethodES256, stranger.kid, stranger.signer, admin),
 		"expired":          handSigned(t, jwt.SigningMethodES256, ec.kid, ec.signer, expired),
+		"not yet valid":    handSigned(t, jwt.SigningMethodES256, ec.kid, ec.signer, early),
+		"no exp":           handSigned(t, jwt.SigningMethodES256, ec.kid, ec.signer, noExp),
+		"alg none":         base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","kid":"`+ec.kid+`"}`)) + "." + parts[1] + ".",
+		"malformed":        parts[0] + "." + parts[1],
 	} {
-		var c agentClaims
+		// The caller's values, not the zero value: "untouched" is not "reset".
+		mine := agentClaims{RegisteredClaims: jwt.RegisteredClaims{Subject: "mine", Issuer: "mine"}, Role: "viewer"}
+		c := mine
 		if _, err := f.ks.VerifyClaims(tok, &c); err == nil {
 			t.Fatalf("%s: accepted", name)
 		}
-		if c.Role != "" || c.Subject != "" || c.ExpiresAt != nil {
-			t.Errorf("%s: rejected token filled the claims: %+v", name, c)
+		if !reflect.DeepEqual(c, mine) {
+			t.Errorf("%s: rejected token changed the claims: %+v", name, c)
 		}
 		m := jwt.MapClaims{"kept": true}
-		if _, err := f.ks.VerifyClaims(tok, m); err == nil || len(m) != 1 {
-			t.Errorf("%s: rejected token filled the map claims: %v", name, m)
+		if _, err := f.ks.VerifyClaims(tok, m); err == nil || len(m) != 1 || m["kept"] != true {
+			t.Errorf("%s: rejected token changed the map claims: %v", name, m)
 		}
 	}
 
@@ -200,5 +214,47 @@ func TestVerifyClaimsFillsOnlyVerifiedClaims(t *testing.T) {
 	var nilClaims *agentClaims
 	if _, err := f.ks.VerifyClaims(good, nilClaims); RejectReasonOf(err) != ReasonClaims {
 		t.Fatalf("nil claims pointer: %v", err)
+	}
+}
+
+// TestRejectReasonsListsEveryReason: RejectReasons (from which the metrics create a
+// series per reason at zero) holds every RejectReason constant declared in the
+// package, once.
+func TestRejectReasonsListsEveryReason(t *testing.T) {
+	declared := map[RejectReason]bool{}
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pkgs {
+		for _, f := range p.Files {
+			for _, d := range f.Decls {
+				gd, ok := d.(*ast.GenDecl)
+				if !ok || gd.Tok != token.CONST {
+					continue
+				}
+				for _, spec := range gd.Specs {
+					vs := spec.(*ast.ValueSpec)
+					if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "RejectReason" {
+						continue
+					}
+					for _, v := range vs.Values {
+						lit := v.(*ast.BasicLit)
+						declared[RejectReason(strings.Trim(lit.Value, `"`))] = true
+					}
+				}
+			}
+		}
+	}
+	listed := map[RejectReason]bool{}
+	for _, r := range RejectReasons() {
+		if listed[r] || !declared[r] {
+			t.Errorf("RejectReasons lists %q twice or without its constant", r)
+		}
+		listed[r] = true
+	}
+	if len(declared) < 8 || len(listed) != len(declared) {
+		t.Errorf("RejectReasons lists %d reasons, the package declares %d: %v", len(listed), len(declared), declared)
 	}
 }

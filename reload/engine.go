@@ -15,6 +15,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,11 @@ type Spec[C, T any] struct {
 	// Now is the clock ValidAt's times are on (the validation clock; default
 	// time.Now).
 	Now func() time.Time
+	// AfterFunc is Now's timer: it calls f once d has passed on that clock, unless
+	// stop is called first (default time.AfterFunc). The engine waits for a
+	// ValidAt time with it, so that a fake clock moved past the time triggers the
+	// check without real waiting.
+	AfterFunc func(d time.Duration, f func()) (stop func() bool)
 }
 
 const (
@@ -77,9 +83,10 @@ const (
 // [Engine.Run] follows the source, [Engine.Check] and [Engine.Trigger] re-read it
 // on demand.
 type Engine[C, T any] struct {
-	spec Spec[C, T]
-	src  Source[C]
-	kick chan struct{}
+	spec    Spec[C, T]
+	src     Source[C]
+	kick    chan struct{}
+	recheck chan struct{} // the ValidAt timer fired
 
 	started  atomic.Bool
 	closing  chan struct{}
@@ -90,7 +97,8 @@ type Engine[C, T any] struct {
 	pendingAt   time.Time  // when failing content was first seen; zero when none pends
 	pendingKey  [32]byte   // the failing content last seen while pending
 	retryDelay  time.Duration
-	retryIn     time.Duration // >0: check again after this long (settle window, ValidAt)
+	retryIn     time.Duration // >0: check again after this long (settle window)
+	recheckAt   time.Time     // non-zero: check again when the Now clock reaches it (ValidAt)
 	reported    bool          // lastFailKey has been reported
 	lastFailKey [32]byte
 	lastErr     error
@@ -106,7 +114,7 @@ const (
 	causeCheck cause = iota // an explicit Check (Reloader.Reload): always validates
 	causeEvent              // a change notification or a restarted watch
 	causePoll               // a poll tick
-	causeRetry              // the settle or ValidAt timer
+	causeRetry              // the settle timer, or the ValidAt timer
 )
 
 // New returns an engine; nothing runs until Run.
@@ -114,10 +122,14 @@ func New[C, T any](src Source[C], spec Spec[C, T]) *Engine[C, T] {
 	if spec.Now == nil {
 		spec.Now = time.Now
 	}
+	if spec.AfterFunc == nil {
+		spec.AfterFunc = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+	}
 	if spec.ReadErrorKey == nil {
 		spec.ReadErrorKey = error.Error
 	}
-	return &Engine[C, T]{spec: spec, src: src, kick: make(chan struct{}, 1), closing: make(chan struct{}), stopped: make(chan struct{})}
+	return &Engine[C, T]{spec: spec, src: src, kick: make(chan struct{}, 1), recheck: make(chan struct{}, 1),
+		closing: make(chan struct{}), stopped: make(chan struct{})}
 }
 
 // Initial reads and validates the first value, retrying with backoff for up to wait.
@@ -140,7 +152,8 @@ func (e *Engine[C, T]) Initial(ctx context.Context, wait time.Duration) (T, erro
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return v, errors.Join(err, ctx.Err())
+			// One line, the content's error first: it is what the user must fix.
+			return v, fmt.Errorf("%w (stopped waiting: %w)", err, ctx.Err())
 		case <-t.C:
 		}
 		delay = min(2*delay, 2*time.Second)
@@ -206,6 +219,8 @@ func (e *Engine[C, T]) Run(ctx context.Context) error {
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
+	var recheck validAtTimer
+	defer recheck.stop()
 
 	for {
 		var why cause
@@ -218,16 +233,66 @@ func (e *Engine[C, T]) Run(ctx context.Context) error {
 			why = causePoll
 		case <-retry.C:
 			why = causeRetry
+		case <-e.recheck:
+			why = causeRetry
+			recheck.fired()
 		}
 		_ = e.check(ctx, why)
 		e.mu.Lock()
-		in := e.retryIn
+		in, at := e.retryIn, e.recheckAt
 		e.mu.Unlock()
 		retry.Stop()
 		if in > 0 {
 			retry.Reset(in)
 		}
+		recheck.set(at, e.spec.Now, e.spec.AfterFunc, e.recheck)
 	}
+}
+
+// validAtTimer waits, on the validation clock, for the time at which a refusal
+// may turn into acceptance (Spec.ValidAt). It belongs to Run's goroutine.
+type validAtTimer struct {
+	at     time.Time   // the time waited for; zero when none
+	cancel func() bool // stops the wait
+}
+
+// set makes the timer wait for at (zero: for nothing), signalling on ch when the
+// clock now reaches it — at once when it already has. Waiting for the same time
+// again keeps the running wait.
+func (t *validAtTimer) set(at time.Time, now func() time.Time, afterFunc func(time.Duration, func()) func() bool, ch chan struct{}) {
+	if at.Equal(t.at) {
+		return
+	}
+	t.stop()
+	if at.IsZero() {
+		return
+	}
+	signal := func() {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	t.at = at
+	d := at.Sub(now())
+	if d <= 0 {
+		// Reached already (a fake clock moved while the check ran): no timer
+		// could see it pass.
+		signal()
+		return
+	}
+	t.cancel = afterFunc(d+recheckSlack, signal)
+}
+
+// fired notes that the wait ended, so that waiting for the same time again (the
+// clock reached it, the content is still refused for it) starts a new one.
+func (t *validAtTimer) fired() { t.at, t.cancel = time.Time{}, nil }
+
+func (t *validAtTimer) stop() {
+	if t.cancel != nil {
+		t.cancel()
+	}
+	t.at, t.cancel = time.Time{}, nil
 }
 
 // watch runs the source's Watch, restarting it with backoff: a watch error never
@@ -270,7 +335,7 @@ func (e *Engine[C, T]) Close() {
 func (e *Engine[C, T]) Check(ctx context.Context) error {
 	err := e.check(ctx, causeCheck)
 	e.mu.Lock()
-	again := e.retryIn > 0
+	again := e.retryIn > 0 || !e.recheckAt.IsZero()
 	e.mu.Unlock()
 	if again {
 		// This check, not Run's, found content to look at again later (mid-write, or
@@ -283,7 +348,7 @@ func (e *Engine[C, T]) Check(ctx context.Context) error {
 func (e *Engine[C, T]) check(ctx context.Context, why cause) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.retryIn = 0
+	e.retryIn, e.recheckAt = 0, time.Time{}
 
 	c, err := e.src.Read(ctx)
 	if ctx.Err() != nil {
@@ -361,9 +426,5 @@ func (e *Engine[C, T]) validAt(err error) time.Time {
 
 // scheduleRecheck makes Run check again when the clock may change err's answer.
 func (e *Engine[C, T]) scheduleRecheck(err error) {
-	at := e.validAt(err)
-	if at.IsZero() {
-		return
-	}
-	e.retryIn = max(at.Sub(e.spec.Now()), 0) + recheckSlack
+	e.recheckAt = e.validAt(err)
 }

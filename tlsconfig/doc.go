@@ -35,5 +35,8 @@
 // config built here adds a VerifyConnection that re-verifies a resumed peer's full
 // chain against the current trust bundle, so a session established under a CA that
 // has since been removed is refused even if the standard library's check were to
-// change.
+// change. A server's session resumes only under the SNI name it was established
+// for (RFC 6066 §3): offered under another name, its ticket is set aside and the
+// handshake is a full one, so a server with several identities never resumes a
+// session of one identity under the host name of another.
 package tlsconfig

@@ -58,7 +58,7 @@ func hookIdentities(cfg *tls.Config, ids []hotcert.Provider, s *settings) {
 		// One server per identity: its own prepared-config cache and its own
 		// build (certificate, ClientCAs, resumption check), shared with
 		// ServerConfig. The template is only read, so they share it.
-		m.servers = append(m.servers, newServer(p, s.trust, tmpl))
+		m.servers = append(m.servers, newServer(p, s.trust, tmpl, cfg))
 	}
 	resetServerHooks(cfg)
 	cfg.GetConfigForClient = m.configForClient

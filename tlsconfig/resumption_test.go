@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"math/big"
 	"net"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hotcert/hotcert"
@@ -181,5 +184,115 @@ func mustConnect(t *testing.T, srv serverSide, cli clientSide, wantResumed bool)
 	}
 	if !r.clientHasState && !r.serverState.HandshakeComplete {
 		t.Fatal("neither end exposes its connection state")
+	}
+}
+
+// sharedSessionCache hands every server name the last session it was given, as a
+// client that ignores the name (or shares sessions across names) would: it offers
+// a session established for one name when it dials another.
+type sharedSessionCache struct {
+	mu sync.Mutex
+	cs *tls.ClientSessionState
+}
+
+func (c *sharedSessionCache) Get(string) (*tls.ClientSessionState, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cs, c.cs != nil
+}
+
+func (c *sharedSessionCache) Put(_ string, cs *tls.ClientSessionState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cs != nil {
+		c.cs = cs
+	}
+}
+
+// TestServerRefusesResumptionUnderAnotherName: a session established for one SNI
+// name does not resume under another (RFC 6066 §3). With several identities, a
+// session of a.test offered for b.test gets a full handshake and b.test's own
+// certificate, never a.test's session; a session offered again for its own name
+// still resumes, so the test proves resumption works at all. The a.test certificate
+// also covers b.test, so that the Go client, which checks the session's
+// certificate against the name it dials, does offer it.
+func TestServerRefusesResumptionUnderAnotherName(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	leafA := ca.MustIssue(hotcerttest.WithDNSNames("a.test", "b.test"))
+	leafB := ca.MustIssue(hotcerttest.WithDNSNames("b.test"))
+	servers := map[string]func() *tls.Config{
+		// b.test's own identity first: a.test's certificate serves a.test only.
+		"IdentitiesServerConfig": func() *tls.Config {
+			return tlsconfig.IdentitiesServerConfig([]hotcert.Provider{hotcert.NewStore(full(t, leafB, ca)), hotcert.NewStore(full(t, leafA, ca))})
+		},
+		"ServerConfig": func() *tls.Config { return tlsconfig.ServerConfig(hotcert.NewStore(full(t, leafA, ca))) },
+	}
+	for _, v := range tlsVersions {
+		for name, mk := range servers {
+			t.Run(v.name+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				srv := tlsServerSide(mk())
+				cache := &sharedSessionCache{}
+				client := func(serverName string) clientSide {
+					return tlsClientSide(&tls.Config{RootCAs: hotcerttest.Pool(ca), ServerName: serverName, MaxVersion: v.max, ClientSessionCache: cache})
+				}
+				served := func(r result) *big.Int { return r.clientState.PeerCertificates[0].SerialNumber }
+				wantB := leafA.Cert.SerialNumber
+				if name == "IdentitiesServerConfig" {
+					wantB = leafB.Cert.SerialNumber
+				}
+
+				mustConnect(t, srv, client("a.test"), false)
+				mustConnect(t, srv, client("a.test"), true) // resumption works
+
+				r := connect(t, srv, client("b.test"), "127.0.0.1")
+				if !r.ok || r.serverState.DidResume || r.clientState.DidResume {
+					t.Fatalf("a.test's session offered for b.test: %v, resumed (server %v, client %v); want a full handshake",
+						r, r.serverState.DidResume, r.clientState.DidResume)
+				}
+				if got := served(r); got.Cmp(wantB) != 0 {
+					t.Fatalf("b.test served serial %s, want %s", got, wantB)
+				}
+				// The cache now holds b.test's session: it resumes for b.test, not for a.test.
+				mustConnect(t, srv, client("b.test"), true)
+				r = connect(t, srv, client("a.test"), "127.0.0.1")
+				if !r.ok || r.serverState.DidResume {
+					t.Fatalf("b.test's session offered for a.test: %v, resumed %v; want a full handshake", r, r.serverState.DidResume)
+				}
+				if got := served(r); got.Cmp(leafA.Cert.SerialNumber) != 0 {
+					t.Fatalf("a.test served serial %s, want a.test's %s", got, leafA.Cert.SerialNumber)
+				}
+			})
+		}
+	}
+}
+
+// TestNameBoundSessionsKeepTheCallersTicketKeysAndHooks: replicas that share
+// session ticket keys (SetSessionTicketKeys on the base config) resume each other's
+// sessions, and a WrapSession/UnwrapSession of the base config still runs.
+func TestNameBoundSessionsKeepTheCallersTicketKeysAndHooks(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	id := hotcert.NewStore(full(t, ca.MustIssue(), ca))
+	var wraps, unwraps atomic.Int32
+	replica := func() serverSide {
+		base := &tls.Config{MinVersion: tls.VersionTLS13}
+		base.SetSessionTicketKeys([][32]byte{{1, 2, 3}})
+		base.WrapSession = func(cs tls.ConnectionState, ss *tls.SessionState) ([]byte, error) {
+			wraps.Add(1)
+			return base.EncryptTicket(cs, ss)
+		}
+		base.UnwrapSession = func(b []byte, cs tls.ConnectionState) (*tls.SessionState, error) {
+			unwraps.Add(1)
+			return base.DecryptTicket(b, cs)
+		}
+		tlsconfig.HookServerConfig(base, id)
+		return tlsServerSide(base)
+	}
+	one, two := replica(), replica()
+	cli := tlsClientSide(&tls.Config{RootCAs: hotcerttest.Pool(ca), ServerName: "localhost", ClientSessionCache: tls.NewLRUClientSessionCache(4)})
+	mustConnect(t, one, cli, false)
+	mustConnect(t, two, cli, true) // one's ticket, two's keys: the same
+	if wraps.Load() == 0 || unwraps.Load() == 0 {
+		t.Fatalf("the base config's hooks ran %d (wrap) and %d (unwrap) times", wraps.Load(), unwraps.Load())
 	}
 }

@@ -54,7 +54,7 @@ func HookServerConfig(base *tls.Config, p hotcert.Provider, opts ...Option) {
 func hookServer(cfg *tls.Config, p hotcert.Provider, s *settings) {
 	tmpl := cfg.Clone()
 	resetServerHooks(tmpl)
-	srv := newServer(p, s.trust, tmpl)
+	srv := newServer(p, s.trust, tmpl, cfg)
 	resetServerHooks(cfg)
 	cfg.GetConfigForClient = srv.configForClient
 }
@@ -73,13 +73,14 @@ type server struct {
 	identity hotcert.Provider
 	trust    hotcert.Provider // nil: the identity provider's bundle
 	tmpl     *tls.Config
+	outer    *tls.Config // the hooked config, whose session ticket keys seal tickets
 	cache    configCache
 }
 
 // newServer serves p's identity, trusting trust's bundle (nil: p's own), with
-// configs prepared from tmpl, which it only reads.
-func newServer(p, trust hotcert.Provider, tmpl *tls.Config) *server {
-	srv := &server{identity: p, trust: trust, tmpl: tmpl}
+// configs prepared from tmpl, which it only reads, for the hooked config outer.
+func newServer(p, trust hotcert.Provider, tmpl, outer *tls.Config) *server {
+	srv := &server{identity: p, trust: trust, tmpl: tmpl, outer: outer}
 	srv.cache.build = srv.build
 	return srv
 }
@@ -96,6 +97,7 @@ func (s *server) build(id, tr *hotcert.Material) (*tls.Config, error) {
 	}
 	cfg := s.tmpl.Clone()
 	cfg.Certificates = []tls.Certificate{*id.Certificate()}
+	bindSessionsToName(cfg, s.outer)
 	if cfg.ClientAuth != tls.NoClientCert && tr.HasTrust() {
 		cfg.ClientCAs = tr.TrustPool()
 	}

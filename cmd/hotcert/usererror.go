@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -33,29 +32,26 @@ func fileFlags(pairs ...string) flagFiles {
 	return ff
 }
 
-// inUserTerms rewrites a startup error about bad material in the user's terms: the
-// flag, the file it named and what is wrong with it ("--cert-file /tls/tls.crt:
-// certificate chain holds no PEM block"), without the layers of the library it
-// passed through ("controlplane: server certificate: hotcert: initial load …").
-// Other errors are returned as they are.
+// inUserTerms says a startup error about bad material as the library says it — the
+// file and what is wrong with it ("/tls/tls.crt: certificate chain holds no
+// certificate"; hotcert.Error's text, which is in the user's terms already) —
+// after the flag that named the file ("--cert-file /tls/tls.crt: …"), without the
+// layers of the apps it passed through ("controlplane: server certificate: hotcert:
+// …"). Other errors are returned as they are.
 func inUserTerms(err error, ff flagFiles) error {
 	var he *hotcert.Error
 	if !errors.As(err, &he) {
 		return err
 	}
-	what := he.Detail
-	if he.Err != nil {
-		what += ": " + he.Err.Error()
-	}
 	if flag, ok := ff.files[he.Input]; ok && he.Input != "" {
-		return &materialError{msg: fmt.Sprintf("%s %s: %s", flag, he.Input, what), err: err}
+		return &materialError{msg: flag + " " + he.Error(), err: err}
 	}
 	for dir, flag := range ff.dirs {
 		if dir == "" {
 			continue
 		}
 		if rel, rerr := filepath.Rel(dir, he.Input); rerr == nil && !strings.HasPrefix(rel, "..") { // a file of dir
-			return &materialError{msg: fmt.Sprintf("%s: %s: %s", flag, he.Input, what), err: err}
+			return &materialError{msg: flag + ": " + he.Error(), err: err}
 		}
 	}
 	return &materialError{msg: he.Error(), err: err}

@@ -98,11 +98,15 @@ func (r *Recorder) Collect(ch chan<- prometheus.Metric) {
 }
 
 // ObserveLoad implements jwtkeys.Observer. The first load creates the counters at
-// zero (so alerts on increase() have a baseline); each reload counts one success.
+// zero (so alerts on increase() have a baseline) — the verification counter for
+// "ok" and for every jwtkeys.RejectReason; each reload counts one success.
 func (r *Recorder) ObserveLoad(component string, info jwtkeys.SetInfo, initial bool) {
 	r.reloads.Loaded(component, info.LoadedAt, initial)
 	if initial {
 		r.verifications.WithLabelValues(component, "ok")
+		for _, reason := range jwtkeys.RejectReasons() {
+			r.verifications.WithLabelValues(component, string(reason))
+		}
 	}
 	r.ObserveKeys(component, info)
 }

@@ -72,8 +72,15 @@ hotcert_jwt_signing_key_info{alg="EdDSA",component="agent_tokens",kid="` + kidB 
 hotcert_jwt_verification_keys{component="agent_tokens"} 2
 # HELP hotcert_jwt_verifications_total Tokens verified, by result: ok or the reason they were rejected.
 # TYPE hotcert_jwt_verifications_total counter
+hotcert_jwt_verifications_total{component="agent_tokens",result="algorithm"} 0
+hotcert_jwt_verifications_total{component="agent_tokens",result="claims"} 0
+hotcert_jwt_verifications_total{component="agent_tokens",result="expired"} 0
+hotcert_jwt_verifications_total{component="agent_tokens",result="key_retired"} 0
 hotcert_jwt_verifications_total{component="agent_tokens",result="malformed"} 1
+hotcert_jwt_verifications_total{component="agent_tokens",result="not_yet_valid"} 0
 hotcert_jwt_verifications_total{component="agent_tokens",result="ok"} 2
+hotcert_jwt_verifications_total{component="agent_tokens",result="signature"} 0
+hotcert_jwt_verifications_total{component="agent_tokens",result="unknown_key"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"hotcert_jwt_key_reload_total", "hotcert_jwt_reload_failures_total", "hotcert_jwt_signing_key_info",
@@ -86,6 +93,42 @@ hotcert_jwt_verifications_total{component="agent_tokens",result="ok"} 2
 	problems, err := testutil.GatherAndLint(reg)
 	if err != nil || len(problems) > 0 {
 		t.Fatalf("lint: %v %v", err, problems)
+	}
+}
+
+// TestFirstLoadCreatesEveryCounterAtZero: before anything happened, every counter an
+// alert may watch exists at 0 — the reload failures, and the verifications for
+// "ok" and for every reject reason — so that increase() sees the first one of each.
+func TestFirstLoadCreatesEveryCounterAtZero(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	rec, err := jwtmetrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks, err := jwtkeys.New(context.Background(), jwtkeys.NewMemorySource(content(t, jwtkeys.ES256)), jwtkeys.WithObserver(rec), hotcert.WithComponent("agent_tokens"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ks.Close()
+	want := `
+# HELP hotcert_jwt_key_reload_total JWT key set reloads by result: one per distinct content change or distinct bad content.
+# TYPE hotcert_jwt_key_reload_total counter
+hotcert_jwt_key_reload_total{component="agent_tokens",result="failure"} 0
+hotcert_jwt_key_reload_total{component="agent_tokens",result="success"} 0
+# HELP hotcert_jwt_reload_failures_total JWT key content that failed to load while the last good keys kept serving. Alert on any increase.
+# TYPE hotcert_jwt_reload_failures_total counter
+hotcert_jwt_reload_failures_total{component="agent_tokens"} 0
+# HELP hotcert_jwt_verifications_total Tokens verified, by result: ok or the reason they were rejected.
+# TYPE hotcert_jwt_verifications_total counter
+hotcert_jwt_verifications_total{component="agent_tokens",result="ok"} 0
+`
+	for _, r := range jwtkeys.RejectReasons() {
+		want += `hotcert_jwt_verifications_total{component="agent_tokens",result="` + string(r) + `"} 0
+`
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"hotcert_jwt_key_reload_total", "hotcert_jwt_reload_failures_total", "hotcert_jwt_verifications_total"); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -1,7 +1,10 @@
 package file_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/pem"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -97,16 +100,23 @@ func TestCredentialBundleBadInputAtStartup(t *testing.T) {
 	f := newFixture(t)
 	l := f.leaf()
 	path := filepath.Join(f.tlsDir, "credentialbundle.pem")
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	encrypted := pem.EncodeToMemory(&pem.Block{Type: "ENCRYPTED PRIVATE KEY", Bytes: []byte{1, 2}})
+	// Each error speaks of the credential bundle the user configured — never of a
+	// key file — says what is wrong, and names the file once.
 	for name, tc := range map[string]struct {
 		data   []byte
 		reason hotcert.Reason
+		want   string // the error after "hotcert: <path>: "
 	}{
-		"chain only":        {l.ChainPEM, hotcert.ReasonIncomplete},
-		"key only":          {l.KeyPEM, hotcert.ReasonIncomplete},
-		"empty":             {nil, hotcert.ReasonEmpty},
-		"truncated key":     {append(hotcerttest.Truncate(l.KeyPEM), l.ChainPEM...), hotcert.ReasonPEM},
-		"two keys":          {append(append(append([]byte{}, l.KeyPEM...), f.leaf().KeyPEM...), l.ChainPEM...), hotcert.ReasonPEM},
-		"a CSR in the file": {append(append([]byte{}, l.KeyPEM...), []byte("-----BEGIN CERTIFICATE REQUEST-----\nMA==\n-----END CERTIFICATE REQUEST-----\n")...), hotcert.ReasonPEM},
+		"chain only":         {l.ChainPEM, hotcert.ReasonIncomplete, "credential bundle holds a certificate chain but no private key"},
+		"key only":           {l.KeyPEM, hotcert.ReasonIncomplete, "credential bundle holds a private key but no certificate"},
+		"empty":              {nil, hotcert.ReasonEmpty, "credential bundle holds no private key and no certificate"},
+		"truncated key":      {cat(hotcerttest.Truncate(l.KeyPEM), l.ChainPEM), hotcert.ReasonPEM, "PEM block 1 (a private key, line 1) is malformed or truncated"},
+		"two keys":           {cat(l.KeyPEM, f.leaf().KeyPEM, l.ChainPEM), hotcert.ReasonPEM, "credential bundle holds 2 private keys; it holds exactly one, the key of its leaf certificate"},
+		"encrypted key last": {cat(l.ChainPEM, encrypted), hotcert.ReasonParse, "credential bundle holds an encrypted private key (PEM block 2); an unencrypted key is needed"},
+		"another key":        {cat(f.leaf().KeyPEM, l.ChainPEM), hotcert.ReasonKeyMismatch, "private key does not match the leaf certificate (CN=localhost serial=" + hotcert.FormatSerial(l.Cert.SerialNumber) + ")"},
+		"a CSR in the file":  {cat(l.KeyPEM, []byte("-----BEGIN CERTIFICATE REQUEST-----\nMA==\n-----END CERTIFICATE REQUEST-----\n")), hotcert.ReasonPEM, `credential bundle holds a private key and its certificate chain, but PEM block 2 is a "CERTIFICATE REQUEST"`},
 	} {
 		podCertificateVolume(f, map[string][]byte{"credentialbundle.pem": tc.data})
 		src, err := file.New(file.WithCredentialBundle(path))
@@ -114,8 +124,11 @@ func TestCredentialBundleBadInputAtStartup(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = hotcert.New(context.Background(), src)
-		if hotcert.ReasonOf(err) != tc.reason || !strings.Contains(err.Error(), path) {
-			t.Errorf("%s: %v, want reason %s naming %s", name, err, tc.reason, path)
+		if got, want := fmt.Sprint(err), "hotcert: "+path+": "+tc.want; hotcert.ReasonOf(err) != tc.reason || got != want {
+			t.Errorf("%s: reason %s\n got %q\nwant %q (reason %s)", name, hotcert.ReasonOf(err), got, want, tc.reason)
+		}
+		if strings.Contains(err.Error(), "key file") {
+			t.Errorf("%s: %q speaks of a key file; the user configured a credential bundle", name, err)
 		}
 		if hotcerttest.ContainsKeyMaterial(err.Error(), f.leaves...) {
 			t.Errorf("%s: error contains key material", name)
@@ -123,6 +136,24 @@ func TestCredentialBundleBadInputAtStartup(t *testing.T) {
 	}
 	if _, err := file.New(file.WithCredentialBundle(path), file.WithKeyPair("/c", "/k")); err == nil {
 		t.Fatal("a credential bundle and a key pair accepted together")
+	}
+}
+
+// TestNewSaysWhichOptionIsIncomplete: a Source that cannot read anything says which
+// option is missing what, naming the option and the file given.
+func TestNewSaysWhichOptionIsIncomplete(t *testing.T) {
+	for _, tc := range []struct {
+		opts []file.Option
+		want string
+	}{
+		{[]file.Option{file.WithKeyPair("/tls/tls.crt", "")}, "file: WithKeyPair: certificate file /tls/tls.crt is given without its key file (a certificate is served with its private key)"},
+		{[]file.Option{file.WithKeyPair("", "/tls/tls.key")}, "file: WithKeyPair: key file /tls/tls.key is given without its certificate file (a key is served with its certificate chain)"},
+		{[]file.Option{file.WithKeyPair("/c", "/k"), file.WithCredentialBundle("/b")}, "file: WithKeyPair and WithCredentialBundle both give the identity: give one of them"},
+		{nil, "file: nothing to read: give WithKeyPair or WithCredentialBundle (the identity), WithCA (the CA bundle), or both"},
+	} {
+		if _, err := file.New(tc.opts...); fmt.Sprint(err) != tc.want {
+			t.Errorf("got  %v\nwant %s", err, tc.want)
+		}
 	}
 }
 

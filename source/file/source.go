@@ -27,12 +27,14 @@ func New(opts ...Option) (*Source, error) {
 		o.applySource(&c)
 	}
 	switch {
-	case (c.certPath == "") != (c.keyPath == ""):
-		return nil, errors.New("file: a certificate needs its key and a key its certificate")
+	case c.certPath != "" && c.keyPath == "":
+		return nil, fmt.Errorf("file: WithKeyPair: certificate file %s is given without its key file (a certificate is served with its private key)", c.certPath)
+	case c.certPath == "" && c.keyPath != "":
+		return nil, fmt.Errorf("file: WithKeyPair: key file %s is given without its certificate file (a key is served with its certificate chain)", c.keyPath)
 	case c.certPath != "" && c.bundlePath != "":
-		return nil, errors.New("file: give a key pair or a credential bundle, not both")
+		return nil, errors.New("file: WithKeyPair and WithCredentialBundle both give the identity: give one of them")
 	case c.certPath == "" && c.bundlePath == "" && c.caPath == "":
-		return nil, errors.New("file: nothing to read: give a key pair or a credential bundle, a CA bundle, or both")
+		return nil, errors.New("file: nothing to read: give WithKeyPair or WithCredentialBundle (the identity), WithCA (the CA bundle), or both")
 	}
 	set, err := newSet([]File{{Path: c.certPath}, {Path: c.keyPath}, {Path: c.caPath}, {Path: c.bundlePath}}, c.setConfig)
 	if err != nil {
