@@ -62,7 +62,7 @@ type Agent struct {
 	target    string
 	dialOpts  []grpc.DialOption
 	ccMu      sync.Mutex
-	cc        *grpc.ClientConn // replaced after a failed attempt (see redial); nil once closed
+	cc        *grpc.ClientConn         // replaced after a failed attempt (see redial); nil once closed
 	conn      atomic.Pointer[net.Conn] // the last handshaken connection
 	rotated   atomic.Bool              // the current session ends for a client-certificate rotation
 	token     *jwtkeys.HeldTokenSource // nil without Config.Token
