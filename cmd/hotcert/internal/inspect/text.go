@@ -75,6 +75,9 @@ func WriteFiles(w io.Writer, r *FilesReport, now time.Time) error {
 	if r.ChainsToBundle != nil {
 		fmt.Fprintf(tw, "leaf chains to bundle:\t%s\n", checkText(*r.ChainsToBundle))
 	}
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(tw, "warning:\t%s\n", warn)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
