@@ -62,11 +62,34 @@ func defaultReloaderConfig() reloaderConfig {
 			Settle:    DefaultSettle,
 			Poll:      DefaultPollInterval,
 		},
-		msgLoaded:   "TLS certificate loaded",
-		msgReloaded: "TLS certificate reloaded",
+		msgLoaded:   msgCertLoaded,
+		msgReloaded: msgCertReloaded,
 		msgFailed:   "TLS certificate reload failed",
 		observer:    nopObserver{},
 	}
+}
+
+// The default load lines, and those of a reloader that holds only a CA bundle
+// (no leaf): it did not load a certificate to serve, and its line says so.
+const (
+	msgCertLoaded     = "TLS certificate loaded"
+	msgCertReloaded   = "TLS certificate reloaded"
+	msgBundleLoaded   = "TLS CA bundle loaded"
+	msgBundleReloaded = "TLS CA bundle reloaded"
+)
+
+// loadMessage is the message of the line that logs m (the first load when
+// initial): the one WithLogMessages chose, else the default for a certificate,
+// or for a CA bundle when m holds trust and no leaf.
+func (c *reloaderConfig) loadMessage(m *Material, initial bool) string {
+	msg, bundle := c.msgReloaded, msgBundleReloaded
+	if initial {
+		msg, bundle = c.msgLoaded, msgBundleLoaded
+	}
+	if (msg == msgCertLoaded || msg == msgCertReloaded) && !m.HasIdentity() && m.HasTrust() {
+		return bundle
+	}
+	return msg
 }
 
 // WithComponent names what the material is for (e.g. "agent_grpc"): the component
@@ -112,7 +135,8 @@ func WithLogAttrs(args ...any) ReloadOption {
 
 // WithLogMessages replaces the messages of the first-load, reload and failure lines
 // (defaults "TLS certificate loaded", "TLS certificate reloaded", "TLS certificate
-// reload failed"). Empty strings keep the default.
+// reload failed"; a reloader of a CA bundle alone logs "TLS CA bundle loaded" and
+// "TLS CA bundle reloaded"). Empty strings keep the default.
 func WithLogMessages(loaded, reloaded, failed string) Option {
 	return optionFunc(func(c *reloaderConfig) {
 		for dst, v := range map[*string]string{&c.msgLoaded: loaded, &c.msgReloaded: reloaded, &c.msgFailed: failed} {

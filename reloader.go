@@ -64,7 +64,7 @@ func New(ctx context.Context, src Source, opts ...Option) (*Reloader, error) {
 	}
 	m = m.withGeneration(1)
 	r.store.Set(m)
-	r.cfg.Logger.Info(r.cfg.msgLoaded, r.materialAttrs(m)...)
+	r.cfg.Logger.Info(r.cfg.loadMessage(m, true), r.materialAttrs(m)...)
 	r.cfg.observer.ObserveLoad(r.cfg.Component, m, true)
 	if o, ok := r.cfg.observer.(NeverUpdatedObserver); ok {
 		if files, ok := neverUpdated(src); ok {
@@ -135,7 +135,7 @@ func (r *Reloader) Close() error {
 func (r *Reloader) publish(m *Material) {
 	m = m.withGeneration(r.store.Current().Generation() + 1)
 	r.store.Set(m)
-	r.cfg.Logger.Info(r.cfg.msgReloaded, r.materialAttrs(m)...)
+	r.cfg.Logger.Info(r.cfg.loadMessage(m, false), r.materialAttrs(m)...)
 	r.cfg.observer.ObserveLoad(r.cfg.Component, m, false)
 }
 

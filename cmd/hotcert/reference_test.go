@@ -115,7 +115,7 @@ func TestInspectCommand(t *testing.T) {
 		t.Fatalf("inspect report: %+v", rep)
 	}
 	out, _, err = run(ctx, "inspect", addr, "--ca-file", good)
-	if err != nil || !strings.Contains(out, "VERIFIED") || !strings.Contains(out, "alpn:") || !strings.Contains(out, rep.Certificate.SHA256) {
+	if err != nil || !strings.Contains(out, "VERIFIED") || !strings.Contains(out, "alpn:") || !strings.Contains(out, rep.Certificate.SHA256Colon()) {
 		t.Fatalf("inspect text: err %v:\n%s", err, out)
 	}
 

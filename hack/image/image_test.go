@@ -48,6 +48,7 @@ func TestImage(t *testing.T) {
 		t.Fatalf("no digest and id in %q", out.String())
 	}
 	printed, printedID := m[1], m[2]
+	checkDocumentedSize(t, out.String())
 	checkReproducible(t)
 
 	tag, err := name.NewTag("hotcert.local/hotcert-controller:" + testVersion)

@@ -77,26 +77,31 @@ See docs/rollout-controller.md.`,
 	return cmd
 }
 
-// Run runs the rollout controller that cfg describes until ctx is done.
+// Run runs the rollout controller that cfg describes until ctx is done. An API
+// server that cannot be reached is the first error; a stop (ctx done) releases
+// the leader election Lease and logs no error.
 func Run(ctx context.Context, cfg *options.Config, logger logr.Logger) error {
 	ctl, err := controller.New(cfg.Controller)
 	if err != nil {
 		return err
 	}
+	if err := reachable(cfg.REST, cfg.RESTFrom); err != nil {
+		return err
+	}
 	mo := cfg.Manager
-	mo.Logger = logger
+	mo.Logger = cleanStopLogger(ctx, logger)
 	mo.Cache = ctl.CacheOptions()
 	mo.NewCache = ctl.NewCache
 	mo.Client = ctl.ClientOptions()
 	mgr, err := ctrl.NewManager(cfg.REST, mo)
 	if err != nil {
-		return fmt.Errorf("hotcert-controller: creating the manager: %w", err)
+		return fmt.Errorf("creating the manager: %w", err)
 	}
 	if err := ctl.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return fmt.Errorf("hotcert-controller: %w", err)
+		return err
 	}
 	if err := mgr.AddReadyzCheck("informers", func(*http.Request) error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -106,7 +111,24 @@ func Run(ctx context.Context, cfg *options.Config, logger logr.Logger) error {
 		}
 		return nil
 	}); err != nil {
-		return fmt.Errorf("hotcert-controller: %w", err)
+		return err
 	}
-	return mgr.Start(ctx)
+	if err := mgr.Start(ctx); err != nil {
+		return err
+	}
+	if cfg.Manager.LeaderElection && elected(mgr) {
+		// Start returns after client-go released the Lease (LeaderElectionReleaseOnCancel).
+		logger.Info(releasedMsg)
+	}
+	return nil
+}
+
+// elected reports whether the manager was ever the leader.
+func elected(mgr ctrl.Manager) bool {
+	select {
+	case <-mgr.Elected():
+		return true
+	default:
+		return false
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -52,6 +53,14 @@ var runs atomic.Int32
 // controller until the test ends; it returns the log and the metrics prefix.
 func start(t *testing.T, args ...string) (*testutil.LogBuffer, string) {
 	t.Helper()
+	logs, prefix, _ := startStoppable(t, args...)
+	return logs, prefix
+}
+
+// startStoppable is start that also returns a stop: it cancels the controller's
+// context, as SIGTERM does, and waits for Run to return nil.
+func startStoppable(t *testing.T, args ...string) (*testutil.LogBuffer, string, func()) {
+	t.Helper()
 	o := options.New()
 	fs := pflag.NewFlagSet("hotcert-controller", pflag.ContinueOnError)
 	o.AddFlags(fs)
@@ -70,21 +79,27 @@ func start(t *testing.T, args ...string) (*testutil.LogBuffer, string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, cfg, log) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Error("Run did not return")
 			}
-		case <-time.After(30 * time.Second):
-			t.Error("Run did not return")
-		}
+		})
+	}
+	t.Cleanup(func() {
+		stop()
 		if t.Failed() {
 			t.Logf("controller log:\n%s", logs)
 		}
 	})
-	return logs, prefix
+	return logs, prefix, stop
 }
 
 // TestRun runs the controller process from its flags: leader election, health

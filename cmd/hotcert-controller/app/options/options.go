@@ -161,7 +161,10 @@ func (o *Options) Validate() error {
 type Config struct {
 	Controller controller.Options
 	REST       *rest.Config
-	Manager    ctrl.Options
+	// RESTFrom says where REST came from, for messages: `kubeconfig context "C"`
+	// or "the in-cluster configuration".
+	RESTFrom string
+	Manager  ctrl.Options
 }
 
 // Complete validates the options, reads the files they name (the hash key,
@@ -190,11 +193,11 @@ func (o *Options) Complete(log logr.Logger) (*Config, error) {
 		}
 		c.Controller.HashKey = key
 	}
-	rc, kubeNamespace, err := o.restConfig()
+	rc, from, kubeNamespace, err := o.restConfig()
 	if err != nil {
 		return nil, err
 	}
-	c.REST = rc
+	c.REST, c.RESTFrom = rc, from
 	c.Manager = ctrl.Options{
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
@@ -226,29 +229,28 @@ func (o *Options) inCluster() bool {
 	return err == nil && os.Getenv("KUBERNETES_SERVICE_HOST") != ""
 }
 
-// restConfig loads the API server configuration the options point at, and
-// the namespace of the kubeconfig context ("" when it names none, or in a
-// cluster).
-func (o *Options) restConfig() (*rest.Config, string, error) {
-	var rc *rest.Config
-	var ns string
+// restConfig loads the API server configuration the options point at, where
+// it came from (for messages), and the namespace of the kubeconfig context (""
+// when it names none, or in a cluster).
+func (o *Options) restConfig() (rc *rest.Config, from, ns string, err error) {
 	if o.Kubeconfig == "" && os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "" && o.inCluster() {
-		var err error
 		if rc, err = rest.InClusterConfig(); err != nil {
-			return nil, "", fmt.Errorf("in-cluster configuration: %w", err)
+			return nil, "", "", fmt.Errorf("in-cluster configuration: %w", err)
 		}
+		from = "the in-cluster configuration"
 	} else {
 		rules := clientcmd.NewDefaultClientConfigLoadingRules()
 		rules.ExplicitPath = o.Kubeconfig
 		cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
-		var err error
 		if rc, err = cc.ClientConfig(); err != nil {
 			if clientcmd.IsEmptyConfig(err) {
-				return nil, "", errors.New("no cluster to talk to: set --kubeconfig (or $KUBECONFIG), or run the controller in a pod")
+				return nil, "", "", errors.New("no cluster to talk to: set --kubeconfig (or $KUBECONFIG), or run the controller in a pod")
 			}
-			return nil, "", fmt.Errorf("loading the kubeconfig (--kubeconfig): %w", err)
+			return nil, "", "", fmt.Errorf("loading the kubeconfig (--kubeconfig): %w", err)
 		}
+		from = "the kubeconfig"
 		if raw, err := cc.RawConfig(); err == nil {
+			from = fmt.Sprintf("kubeconfig context %q", raw.CurrentContext)
 			if ctx := raw.Contexts[raw.CurrentContext]; ctx != nil {
 				ns = ctx.Namespace
 			}
@@ -261,7 +263,7 @@ func (o *Options) restConfig() (*rest.Config, string, error) {
 		rc.Burst = o.Burst
 	}
 	rc.UserAgent = "hotcert-controller"
-	return rc, ns, nil
+	return rc, from, ns, nil
 }
 
 // readHashKey reads the key of --hash-key-file.

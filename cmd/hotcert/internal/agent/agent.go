@@ -59,7 +59,10 @@ type Agent struct {
 	trust     hotcert.Provider  // what connections verify the control plane with: ca, or guard
 	guard     *trustGuard       // nil without Config.TrustGuard
 	identity  *hotcert.Reloader // client certificate, or nil
-	cc        *grpc.ClientConn
+	target    string
+	dialOpts  []grpc.DialOption
+	ccMu      sync.Mutex
+	cc        *grpc.ClientConn         // replaced after a failed attempt (see redial); nil once closed
 	conn      atomic.Pointer[net.Conn] // the last handshaken connection
 	rotated   atomic.Bool              // the current session ends for a client-certificate rotation
 	token     *jwtkeys.HeldTokenSource // nil without Config.Token
@@ -149,18 +152,54 @@ func New(cfg Config) (*Agent, error) {
 		a.token = jwtkeys.NewHeldTokenSource(cfg.Token)
 		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(jwtgrpc.NewPerRPCCredentials(a.token)))
 	}
-	a.cc, err = grpc.NewClient(target, append(dialOpts,
+	a.target = target
+	a.dialOpts = append(dialOpts,
 		// Messages are tiny: small transport buffers keep a thousand agents in one
 		// process cheap (the default is 32 KiB each way per connection).
 		grpc.WithReadBufferSize(bufferSize), grpc.WithWriteBufferSize(bufferSize),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: cfg.MinBackoff, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.MaxBackoff},
 			MinConnectTimeout: cfg.ConnectTimeout,
-		}))...)
+		}))
+	a.cc, err = grpc.NewClient(a.target, a.dialOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	return a, nil
+}
+
+// clientConn returns the connection the next attempt opens its stream on, or nil
+// once the agent is closed.
+func (a *Agent) clientConn() *grpc.ClientConn {
+	a.ccMu.Lock()
+	defer a.ccMu.Unlock()
+	return a.cc
+}
+
+// redial replaces the ClientConn after a failed attempt. A failed ClientConn is
+// in TRANSIENT_FAILURE, and gRPC's pick-first policy stays there ("sticky") until
+// a connection succeeds: a fail-fast stream opened on it is refused at once with
+// the previous attempt's error, without dialing, even after ResetConnectBackoff.
+// The agent's own backoff is the only one, so the attempt after it must be a real
+// dial (one that re-reads the bundle); a new ClientConn starts IDLE and dials on
+// the first stream.
+func (a *Agent) redial() error {
+	cc, err := grpc.NewClient(a.target, a.dialOpts...)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	a.ccMu.Lock()
+	old := a.cc
+	if old != nil {
+		a.cc = cc
+	}
+	a.ccMu.Unlock()
+	if old == nil { // closed meanwhile
+		cc.Close()
+		return nil
+	}
+	old.Close()
+	return nil
 }
 
 // ID returns the agent's id.
@@ -212,9 +251,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	bo := newBackoff(a.cfg.MinBackoff, a.cfg.MaxBackoff)
 	for {
-		// The agent's backoff is the only one: after it, the next attempt dials at once
-		// (re-reading the bundle) instead of failing with gRPC's last error.
-		a.cc.ResetConnectBackoff()
 		established, err := a.session(ctx)
 		if ctx.Err() != nil {
 			return nil
@@ -236,6 +272,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		default:
 			wait = bo.next()
 			a.log.Warn("control plane connection failed", "server", a.cfg.Server, "reason", agentReason(err), "error", errText(err), "retry_in", wait.String())
+			if err := a.redial(); err != nil {
+				return err
+			}
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -252,7 +291,11 @@ func (a *Agent) Run(ctx context.Context) error {
 // call more than once.
 func (a *Agent) Close() error {
 	a.closeOnce.Do(func() {
-		a.cc.Close()
+		a.ccMu.Lock()
+		cc := a.cc
+		a.cc = nil
+		a.ccMu.Unlock()
+		cc.Close()
 		for _, r := range a.reloaders() {
 			r.Close()
 		}
@@ -361,7 +404,11 @@ func (a *Agent) session(ctx context.Context) (established bool, err error) {
 // open opens the stream and registers. It fails fast: no WaitForReady, so a
 // handshake that fails verification fails the call with the TLS error.
 func (a *Agent) open(ctx context.Context) (grpc.ClientStream, agentrpc.Message, error) {
-	stream, err := a.cc.NewStream(ctx, &agentrpc.StreamDesc, agentrpc.ConnectMethod)
+	cc := a.clientConn()
+	if cc == nil {
+		return nil, agentrpc.Message{}, errors.New("agent: closed")
+	}
+	stream, err := cc.NewStream(ctx, &agentrpc.StreamDesc, agentrpc.ConnectMethod)
 	if err != nil {
 		return nil, agentrpc.Message{}, err
 	}

@@ -8,6 +8,7 @@ package inspect
 
 import (
 	"crypto/x509"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
@@ -28,8 +29,10 @@ type Certificate struct {
 	Emails      []string  `json:"emails,omitempty"`
 	NotBefore   time.Time `json:"not_before"`
 	NotAfter    time.Time `json:"not_after"`
-	// SHA256 is the fingerprint of the DER encoding in openssl's colon format
-	// (`openssl x509 -noout -fingerprint -sha256`).
+	// SHA256 is the fingerprint of the DER encoding in lower-case hex, the one
+	// format of every fingerprint in hotcert's machine output (JSON, logs,
+	// metric labels, /healthz). The text output prints it in openssl's colon
+	// format (`openssl x509 -noout -fingerprint -sha256`).
 	SHA256 string `json:"sha256"`
 	IsCA   bool   `json:"is_ca"`
 }
@@ -44,7 +47,7 @@ func Describe(c *x509.Certificate) Certificate {
 		Emails:    c.EmailAddresses,
 		NotBefore: c.NotBefore.UTC(),
 		NotAfter:  c.NotAfter.UTC(),
-		SHA256:    hotcert.FingerprintOf(c).Colon(),
+		SHA256:    hotcert.FingerprintOf(c).String(),
 		IsCA:      c.IsCA,
 	}
 	for _, ip := range c.IPAddresses {
@@ -63,6 +66,16 @@ func DescribeAll(cs []*x509.Certificate) []Certificate {
 		out = append(out, Describe(c))
 	}
 	return out
+}
+
+// SHA256Colon returns the fingerprint in openssl's colon format, for people.
+func (c Certificate) SHA256Colon() string {
+	var fp hotcert.Fingerprint
+	if b, err := hex.DecodeString(c.SHA256); err == nil && len(b) == len(fp) {
+		copy(fp[:], b)
+		return fp.Colon()
+	}
+	return c.SHA256
 }
 
 // SANs renders the subject alternative names as openssl does ("DNS:a, IP Address:b").

@@ -34,6 +34,10 @@ type FilesReport struct {
 	// an update of their Secret or ConfigMap never reaches them, only a
 	// restart of the container does.
 	NeverUpdated []string `json:"never_updated,omitempty"`
+	// Warnings says what, although the reloader loads it, is wrong with the key
+	// pair as a serving certificate: a CA certificate (CA:TRUE), no
+	// subjectAltName, extended key usages without serverAuth.
+	Warnings []string `json:"warnings,omitempty"`
 	// Input, Reason and Error describe why the files do not load (OK false).
 	Input  string `json:"input,omitempty"`
 	Reason string `json:"reason,omitempty"`
@@ -74,6 +78,7 @@ func Files(ctx context.Context, opts FilesOptions) (*FilesReport, error) {
 	if m.HasIdentity() {
 		d := Describe(m.Leaf())
 		rep.Certificate = &d
+		rep.Warnings = servingWarnings(m.Leaf())
 		rep.Chain = DescribeAll(m.Chain())
 	}
 	if m.HasTrust() {

@@ -17,7 +17,7 @@ func TestDescribe(t *testing.T) {
 	ca := hotcerttest.MustNewCA()
 	leaf := ca.MustIssue(hotcerttest.WithDNSNames("cp.example.com"), hotcerttest.WithIPAddresses(net.ParseIP("10.0.0.1")))
 	d := Describe(leaf.Cert)
-	if d.SANs() != "DNS:cp.example.com, IP Address:10.0.0.1" || d.SHA256 != hotcert.FingerprintOf(leaf.Cert).Colon() || d.IsCA {
+	if d.SANs() != "DNS:cp.example.com, IP Address:10.0.0.1" || d.SHA256 != hotcert.FingerprintOf(leaf.Cert).String() || d.SHA256Colon() != hotcert.FingerprintOf(leaf.Cert).Colon() || d.IsCA {
 		t.Fatalf("%+v", d)
 	}
 	now := time.Now()

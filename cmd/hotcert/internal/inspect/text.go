@@ -26,7 +26,7 @@ func WriteRemote(w io.Writer, r *RemoteReport, now time.Time) error {
 	writeCert(tw, "", r.Certificate, now)
 	fmt.Fprintf(tw, "chain:\t%d certificate(s) sent\n", len(r.Chain))
 	for i, c := range r.Chain[1:] {
-		fmt.Fprintf(tw, "  [%d]\t%s (issuer %s, sha256 %s)\n", i+2, c.Subject, c.Issuer, c.SHA256)
+		fmt.Fprintf(tw, "  [%d]\t%s (issuer %s, sha256 %s)\n", i+2, c.Subject, c.Issuer, c.SHA256Colon())
 	}
 	fmt.Fprintf(tw, "hostname %s:\t%s\n", r.VerifyName, checkText(r.Hostname))
 	for _, warn := range r.Warnings {
@@ -43,7 +43,7 @@ func WriteRemote(w io.Writer, r *RemoteReport, now time.Time) error {
 	fmt.Fprintf(w, "ca bundle %s: %d CA(s), each tried on its own\n", b.File, len(b.CAs))
 	for _, ca := range b.CAs {
 		fmt.Fprintf(w, "  [%d] %s: chain %s\n", ca.Index, ca.CA.Subject, checkText(ca.Chain))
-		fmt.Fprintf(w, "      sha256 %s, not after %s\n", ca.CA.SHA256, ca.CA.NotAfter.Format(time.RFC3339))
+		fmt.Fprintf(w, "      sha256 %s, not after %s\n", ca.CA.SHA256Colon(), ca.CA.NotAfter.Format(time.RFC3339))
 	}
 	verdict := "VERIFIED: an agent with this bundle accepts this replica"
 	if !b.Verified {
@@ -75,13 +75,16 @@ func WriteFiles(w io.Writer, r *FilesReport, now time.Time) error {
 	if r.ChainsToBundle != nil {
 		fmt.Fprintf(tw, "leaf chains to bundle:\t%s\n", checkText(*r.ChainsToBundle))
 	}
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(tw, "warning:\t%s\n", warn)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if len(r.CABundle) > 0 {
 		fmt.Fprintf(w, "ca bundle: %d CA(s)\n", len(r.CABundle))
 		for i, c := range r.CABundle {
-			fmt.Fprintf(w, "  [%d] %s\n      sha256 %s, not after %s\n", i+1, c.Subject, c.SHA256, c.NotAfter.Format(time.RFC3339))
+			fmt.Fprintf(w, "  [%d] %s\n      sha256 %s, not after %s\n", i+1, c.Subject, c.SHA256Colon(), c.NotAfter.Format(time.RFC3339))
 		}
 	}
 	_, err := fmt.Fprintln(w, "result: OK: the reloader would load these files")
@@ -94,7 +97,7 @@ func writeCert(w io.Writer, indent string, c Certificate, now time.Time) {
 	fmt.Fprintf(w, "%sserial:\t%s\n", indent, c.Serial)
 	fmt.Fprintf(w, "%ssans:\t%s\n", indent, c.SANs())
 	fmt.Fprintf(w, "%svalidity:\t%s\n", indent, c.Validity(now))
-	fmt.Fprintf(w, "%ssha256:\t%s\n", indent, c.SHA256)
+	fmt.Fprintf(w, "%ssha256:\t%s\n", indent, c.SHA256Colon())
 }
 
 func checkText(c Check) string {
