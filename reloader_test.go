@@ -446,6 +446,28 @@ func TestNotYetValidRenewalIsAdoptedOnTheInjectedClock(t *testing.T) {
 	}
 }
 
+// TestNotYetValidRenewalIsAdoptedOnAReadOnlyClock: given only a clock to read
+// (WithClock), the reloader still judges NotBefore by that clock, not the wall
+// clock: moving the clock past an hour-away NotBefore serves the renewal (within
+// the reloader's look at the clock once a second), with no event, poll or Reload.
+func TestNotYetValidRenewalIsAdoptedOnAReadOnlyClock(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	start := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	var now atomic.Int64
+	now.Store(start.UnixNano())
+	read := func() time.Time { return time.Unix(0, now.Load()).UTC() }
+	old := ca.MustIssue(hotcerttest.WithValidity(start.Add(-time.Hour), start.Add(24*time.Hour)))
+	renewal := ca.MustIssue(hotcerttest.WithValidity(start.Add(time.Hour), start.Add(48*time.Hour)))
+	h := startReloader(t, identity(old), hotcert.WithSettle(0), hotcert.WithValidation(hotcert.WithClock(read))) // polling is off
+	h.src.Set(identity(renewal), nil)
+	testutil.WaitFor(t, "the refusal to be reported", func() bool { return len(h.obs.Failures()) == 1 })
+	now.Store(start.Add(time.Hour + time.Second).UnixNano()) // past NotBefore
+	testutil.WaitFor(t, "the renewal to be served", func() bool { return serial(h.r.Current()) == renewal.Cert.SerialNumber.String() })
+	if f := len(h.obs.Failures()); f != 1 {
+		t.Fatalf("%d failures, want 1", f)
+	}
+}
+
 // TestNotYetValidRenewalIsRecheckedAtNotBefore: with no event, no poll and no
 // Reload, the reloader itself looks again at the refused renewal's NotBefore.
 func TestNotYetValidRenewalIsRecheckedAtNotBefore(t *testing.T) {

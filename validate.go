@@ -39,15 +39,18 @@ type validateConfig struct {
 }
 
 // WithClock sets the clock validity windows are checked against (default
-// time.Now; a nil clock is time.Now too). A [Reloader] still waits on the wall
-// clock for a refused renewal's NotBefore; give a [Clock] with [WithTimerClock]
-// to make it wait on your clock as well.
+// time.Now; a nil clock is time.Now too). A [Reloader] that refused a renewal not
+// valid yet looks at now again until it has passed the renewal's NotBefore; as
+// nothing can wake it when now is moved, it looks once a second, so a test that
+// moves now past NotBefore sees the renewal adopted within a second. Give a
+// [Clock] with [WithTimerClock] to have it woken by your clock instead.
 func WithClock(now func() time.Time) ValidateOption {
 	return validateOptionFunc(func(c *validateConfig) {
 		if now == nil {
-			now = time.Now
+			c.now, c.afterFunc = time.Now, wallAfterFunc
+			return
 		}
-		c.now, c.afterFunc = now, wallAfterFunc
+		c.now, c.afterFunc = now, readClockAfterFunc(now)
 	})
 }
 
