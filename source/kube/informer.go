@@ -27,10 +27,40 @@ type follower struct {
 	watch   func(context.Context, metav1.ListOptions) (watch.Interface, error)
 	example runtime.Object
 	resync  time.Duration
-	logger  *slog.Logger
+	logger  *slog.Logger // given with WithLogger; nil: the reloader's (fallback)
 
-	store  atomic.Pointer[cache.Store] // the informer's cache while run runs and has synced
-	broken atomic.Pointer[error]       // why the informer cannot list or watch; nil while it can
+	fallback atomic.Pointer[slog.Logger] // the reloader's, handed by SetDefaultLogger
+	store    atomic.Pointer[cache.Store] // the informer's cache while run runs and has synced
+	broken   atomic.Pointer[error]       // why the informer cannot list or watch; nil while it can
+	changed  atomic.Pointer[func()]      // run's changed while it runs
+}
+
+// discard is the logger of a source given none and run by no Reloader.
+var discard = slog.New(slog.DiscardHandler)
+
+// log returns the logger of f's lines: its own, else its reloader's.
+func (f *follower) log() *slog.Logger {
+	if f.logger != nil {
+		return f.logger
+	}
+	if l := f.fallback.Load(); l != nil {
+		return l
+	}
+	return discard
+}
+
+// setDefaultLogger implements hotcert.SourceLogger for the sources over f.
+func (f *follower) setDefaultLogger(l *slog.Logger) {
+	if l != nil {
+		f.fallback.Store(l)
+	}
+}
+
+// poke tells run's caller that the content may have changed, if run runs.
+func (f *follower) poke() {
+	if c := f.changed.Load(); c != nil {
+		(*c)()
+	}
 }
 
 // cached returns the informer's cache while it follows the objects, and nil when
@@ -50,10 +80,16 @@ func (f *follower) lost() bool { return f.broken.Load() != nil }
 // the objects and whenever the cache starts or stops following them. The informer
 // re-lists and re-watches by itself when a watch breaks.
 func (f *follower) run(ctx context.Context, changed func()) error {
+	f.changed.Store(&changed)
+	defer f.changed.Store(nil)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			obj, err := f.list(ctx, o)
-			f.followed(ctx, err, changed)
+			if err != nil {
+				// A list that works does not make the cache follow: only a watch
+				// does (a watch forbidden while list is allowed stays lost).
+				f.followed(ctx, err, changed)
+			}
 			return obj, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
@@ -93,23 +129,25 @@ func (f *follower) run(ctx context.Context, changed func()) error {
 	return nil
 }
 
-// followed records the outcome of one list or watch call (or a watch that ended
-// with err): whether the informer's cache still follows the objects. A change of
-// state is logged once and answered with changed, so that the reloader re-reads —
-// from the API server while the cache is stale, from the cache once it follows again.
+// followed records whether the informer's cache follows the objects: err is the
+// failure of a list or watch call (or of a watch that ended with it), nil is a
+// watch call that opened a watch — the one outcome that makes a lost cache follow
+// again. A change of state is logged once and answered with changed, so that the
+// reloader re-reads: from the API server while the cache is stale, from the cache
+// once it follows again.
 func (f *follower) followed(ctx context.Context, err error, changed func()) {
 	if ctx.Err() != nil {
 		return // shutting down
 	}
 	if err == nil {
 		if f.broken.Swap(nil) != nil {
-			f.logger.Info("watch restored", "object", f.what)
+			f.log().Info("watch restored", "object", f.what)
 			changed()
 		}
 		return
 	}
 	if f.broken.Swap(&err) == nil {
-		f.logger.Warn("can no longer list or watch; reading from the API server until it can",
+		f.log().Warn("can no longer list or watch; reading from the API server until it can",
 			"object", f.what, "error", err.Error())
 		changed()
 	}
