@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/hotcert/hotcert"
 )
@@ -177,6 +178,19 @@ func (s *ClusterTrustBundles) fetch(ctx context.Context) ([]*certificatesv1.Clus
 		}
 		return out, nil
 	}
+	out, err := s.get(ctx)
+	if err != nil {
+		return nil, readError(s.String(), s.informer.lost(), err)
+	}
+	if st := s.informer.catchingUp(); st != nil && holdsAll(st, out) {
+		s.informer.caughtUp()
+	}
+	return out, nil
+}
+
+// get reads the selected bundles from the API server (none for a bundle by name
+// that does not exist).
+func (s *ClusterTrustBundles) get(ctx context.Context) ([]*certificatesv1.ClusterTrustBundle, error) {
 	api := s.client.CertificatesV1().ClusterTrustBundles()
 	if s.name != "" {
 		b, err := api.Get(ctx, s.name, metav1.GetOptions{})
@@ -184,19 +198,35 @@ func (s *ClusterTrustBundles) fetch(ctx context.Context) ([]*certificatesv1.Clus
 		case apierrors.IsNotFound(err):
 			return nil, nil
 		case err != nil:
-			return nil, readError(s.String(), s.informer.lost(), err)
+			return nil, err
 		}
 		return []*certificatesv1.ClusterTrustBundle{b}, nil
 	}
 	list, err := api.List(ctx, s.listOptions(metav1.ListOptions{}))
 	if err != nil {
-		return nil, readError(s.String(), s.informer.lost(), err)
+		return nil, err
 	}
 	out := make([]*certificatesv1.ClusterTrustBundle, 0, len(list.Items))
 	for i := range list.Items {
 		out = append(out, &list.Items[i])
 	}
 	return out, nil
+}
+
+// holdsAll reports whether the cache st holds exactly the bundles the API server
+// answered, each at the same resourceVersion.
+func holdsAll(st cache.Store, got []*certificatesv1.ClusterTrustBundle) bool {
+	cached := st.List()
+	if len(cached) != len(got) {
+		return false
+	}
+	for _, b := range got {
+		c, exists, err := st.GetByKey(b.Name)
+		if err != nil || !exists || !sameVersion(c, b) {
+			return false
+		}
+	}
+	return true
 }
 
 func bundleNames(bundles []*certificatesv1.ClusterTrustBundle) string {

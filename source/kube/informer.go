@@ -32,6 +32,7 @@ type follower struct {
 	fallback atomic.Pointer[slog.Logger] // the reloader's, handed by SetDefaultLogger
 	store    atomic.Pointer[cache.Store] // the informer's cache while run runs and has synced
 	broken   atomic.Pointer[error]       // why the informer cannot list or watch; nil while it can
+	behind   atomic.Bool                 // the watch is back, but the cache may not have caught up with the reads made without it
 	changed  atomic.Pointer[func()]      // run's changed while it runs
 }
 
@@ -64,14 +65,30 @@ func (f *follower) poke() {
 }
 
 // cached returns the informer's cache while it follows the objects, and nil when
-// reads must go to the API server: before the informer synced, and while it cannot
-// list or watch.
+// reads must go to the API server: before the informer synced, while it cannot
+// list or watch, and from when its watch is back until the cache has caught up.
 func (f *follower) cached() cache.Store {
-	if st := f.store.Load(); st != nil && f.broken.Load() == nil {
+	if st := f.store.Load(); st != nil && f.broken.Load() == nil && !f.behind.Load() {
 		return *st
 	}
 	return nil
 }
+
+// catchingUp returns the informer's cache while its watch is back but the cache may
+// still lag the objects read from the API server while the watch was lost (the
+// watch delivers the changes made meanwhile a moment after it opens; serving the
+// cache before would serve material older than the reader already served), and
+// nil otherwise. A read from the API server that finds the cache holding what it
+// read calls caughtUp: from then on reads use the cache again.
+func (f *follower) catchingUp() cache.Store {
+	if st := f.store.Load(); st != nil && f.broken.Load() == nil && f.behind.Load() {
+		return *st
+	}
+	return nil
+}
+
+// caughtUp records that the cache holds what the API server answered.
+func (f *follower) caughtUp() { f.behind.Store(false) }
 
 // lost reports whether the informer has synced once and then lost the objects.
 func (f *follower) lost() bool { return f.broken.Load() != nil }
@@ -140,6 +157,10 @@ func (f *follower) followed(ctx context.Context, err error, changed func()) {
 		return // shutting down
 	}
 	if err == nil {
+		if f.broken.Load() == nil {
+			return
+		}
+		f.behind.Store(true) // before the cache may pass for following
 		if f.broken.Swap(nil) != nil {
 			f.log().Info("watch restored", "object", f.what)
 			changed()

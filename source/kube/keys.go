@@ -8,11 +8,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/hotcert/hotcert"
 )
@@ -178,6 +180,9 @@ func (k *Keys) fetch(ctx context.Context) (runtime.Object, error) {
 	} else {
 		obj, err = k.client.CoreV1().ConfigMaps(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
 	}
+	if st := k.informer.catchingUp(); st != nil && holds(st, k.namespace+"/"+k.name, obj, err) {
+		k.informer.caughtUp()
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, k.notFound()
@@ -185,6 +190,31 @@ func (k *Keys) fetch(ctx context.Context) (runtime.Object, error) {
 		return nil, readError(k.String(), k.informer.lost(), err)
 	}
 	return obj, nil
+}
+
+// holds reports whether the cache st holds under key what a GET answered (got, or
+// not found): the same resourceVersion, or no object.
+func holds(st cache.Store, key string, got runtime.Object, err error) bool {
+	cached, exists, cerr := st.GetByKey(key)
+	switch {
+	case cerr != nil:
+		return false
+	case apierrors.IsNotFound(err):
+		return !exists
+	case err != nil || !exists:
+		return false
+	}
+	return sameVersion(cached, got)
+}
+
+// sameVersion reports whether a and b are objects of one resourceVersion.
+func sameVersion(a, b any) bool {
+	ma, err := meta.Accessor(a)
+	if err != nil {
+		return false
+	}
+	mb, err := meta.Accessor(b)
+	return err == nil && ma.GetResourceVersion() == mb.GetResourceVersion()
 }
 
 // readError is the refusal of a read from the API server: worded for a source

@@ -351,7 +351,8 @@ func TestMinimalRBAC(t *testing.T) {
 // reads are unreachable, then refused; the source holds the last answer (the grace's
 // clock does not move: the restart here takes 5-16 s, its refusals well under a
 // second, against a default grace of 30 s). Nothing is reported, the material keeps
-// serving, a change made during the restart is loaded, and each source says once
+// serving, a change made during the restart is loaded (and never replaced by the
+// older material a cache that has not caught up yet holds), and each source says once
 // that it lost its watch and once that it is back, through the Reloader's logger
 // (or nothing, when client-go's retries of one watch call span the restart).
 func TestAPIServerRestart(t *testing.T) {
@@ -376,6 +377,9 @@ func TestAPIServerRestart(t *testing.T) {
 	waitSynced(t, id)
 	waitSynced(t, trust)
 	env.Restart(t)
+	if err := rn.r.Reload(ctx); err != nil || rn.r.Current().Leaf().SerialNumber.Cmp(a.Cert.SerialNumber) != 0 {
+		t.Fatalf("right after the restart: Reload %v; the material in use must stay", err)
+	}
 	// The change lands while the informer's watch is still broken or re-establishing.
 	if _, err := secrets.Update(ctx, tlsSecret(ns, "api-tls", b, nil), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -385,6 +389,9 @@ func TestAPIServerRestart(t *testing.T) {
 		return id.keys.informer.broken.Load() == nil && trust.keys.informer.broken.Load() == nil
 	})
 	_ = rn.r.Reload(ctx)
+	if n := rn.obs.Loads(); n != 1 || rn.r.Current().Leaf().SerialNumber.Cmp(b.Cert.SerialNumber) != 0 {
+		t.Errorf("%d reloads after the restart, want only the renewal's: a cache that had not caught up with the reads made without it was served\n%s", n, rn.logs)
+	}
 	if st := rn.r.Status(); st.Failures != 0 || st.LastError != nil || len(rn.obs.Failures()) != 0 || rn.logs.Count("TLS certificate reload failed") != 0 {
 		t.Fatalf("a restart of the API server was reported: status %+v, failures %v\n%s", st, rn.obs.Failures(), rn.logs)
 	}
