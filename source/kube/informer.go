@@ -143,6 +143,7 @@ func (f *follower) run(ctx context.Context, changed func()) error {
 	<-ctx.Done()
 	f.store.Store(nil)
 	f.broken.Store(nil)
+	f.behind.Store(false) // a Watch run again starts from a fresh list
 	return nil
 }
 
