@@ -2,8 +2,10 @@ package hotcert
 
 // The contracts of package hotcert that a program implements or consumes: what
 // hands out Material and tells of changes (Provider, Notifier; the Store and the
-// Reloader implement both), and what a Reloader reports to (Observer,
-// NeverUpdatedObserver) and asks its Source (NeverUpdated).
+// Reloader implement both), what a Reloader reports to (Observer,
+// NeverUpdatedObserver), asks its Source (NeverUpdated) and hands it (SourceLogger).
+
+import "log/slog"
 
 // Provider hands out the current Material. [Store] and [Reloader] implement it; the
 // tlsconfig and grpccreds packages depend only on this interface.
@@ -51,4 +53,15 @@ type NeverUpdated interface {
 // metrics package's Recorder implements it.
 type NeverUpdatedObserver interface {
 	ObserveNeverUpdated(component string, inputs []string)
+}
+
+// SourceLogger is implemented by a [Source] that logs by itself, such as the
+// Kubernetes sources of package source/kube, which say when their watch is lost
+// and when it is back. A Reloader hands such a source its own logger, carrying its
+// component attribute and [WithLogAttrs], when it is created, so that the source's
+// lines sit with the Reloader's and do not go to a discarding default. A source
+// given a logger of its own keeps it. [Compose] hands it to both sides.
+type SourceLogger interface {
+	// SetDefaultLogger sets the logger the source uses unless it was given one.
+	SetDefaultLogger(l *slog.Logger)
 }

@@ -41,6 +41,7 @@ func New(ctx context.Context, src Source, opts ...Option) (*Reloader, error) {
 		o.applyReloader(&cfg)
 	}
 	r := &Reloader{cfg: cfg, src: src, store: NewStore(nil)}
+	handLogger(src, &cfg.Settings)
 	r.engine = reload.New[Content, *Material](src, reload.Spec[Content, *Material]{
 		Hash:         Content.Hash,
 		Validate:     func(c Content) (*Material, error) { return Validate(c, cfg.validateOpts...) },

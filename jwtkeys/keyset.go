@@ -52,6 +52,9 @@ func New(ctx context.Context, src Source, opts ...Option) (*KeySet, error) {
 		return nil, err
 	}
 	ks := &KeySet{cfg: cfg, src: src, changed: make(chan struct{}, 1)}
+	if l, ok := src.(hotcert.SourceLogger); ok {
+		l.SetDefaultLogger(cfg.reload.Logger.With(ks.attrs()...)) // a source that logs (a lost watch) logs here
+	}
 	ks.engine = reload.New[Content, *Material](src, reload.Spec[Content, *Material]{
 		Hash:         Content.Hash,
 		Validate:     Validate,

@@ -14,6 +14,7 @@ import (
 	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/jwtkeys/jwtkube"
+	"github.com/hotcert/hotcert/source/kube"
 )
 
 // failureCounter is a jwtkeys.Observer that counts reported failures, as the
@@ -38,8 +39,8 @@ func (c *failureCounter) count() int {
 }
 
 // TestLostWatchIsReported: a KeySet whose Secret can no longer be watched or read
-// reports it once — one failure line, one failure observation, Status — while its
-// keys keep signing; access restored, the next poll loads the keys rotated meanwhile.
+// reports it once — one failure line, one failure observation, Status, and one
+// lost-watch line through its own logger — while its keys keep signing; access restored, the next poll loads the keys rotated meanwhile.
 func TestLostWatchIsReported(t *testing.T) {
 	ctx := ctxFor(t)
 	ns := env.NewNamespace(t)
@@ -62,7 +63,9 @@ func TestLostWatchIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs, failures := &testutil.LogBuffer{}, &failureCounter{}
-	ks := startKeySet(t, jwtkube.NewSecret(restricted, ns, secretName), logs, jwtkeys.WithObserver(failures))
+	// No grace: the refusal is reported at once (package source/kube tests the
+	// grace); no logger of its own: the informer logs through the KeySet's.
+	ks := startKeySet(t, jwtkube.NewSecret(restricted, ns, secretName, jwtkube.WithWatch(kube.WithRefusalGrace(0))), logs, jwtkeys.WithObserver(failures))
 	// The informer follows the Secret: an update arrives without a poll.
 	if _, err := secrets.Update(ctx, secret(map[string][]byte{"signing.key": a, "verify.pem": pubB}), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -104,6 +107,9 @@ func TestLostWatchIsReported(t *testing.T) {
 	}
 	if ks.SigningKeyID() != kidA {
 		t.Fatal("the last good keys stopped signing")
+	}
+	if n := logs.Count("can no longer list or watch; reading from the API server until it can"); n != 1 || !strings.Contains(logs.String(), "component=jwt_signing object=") {
+		t.Fatalf("%d lost-watch lines in the KeySet's log, want 1 with its component\n%s", n, logs)
 	}
 
 	binding.ResourceVersion = ""

@@ -19,9 +19,11 @@ package jwtkube
 
 import (
 	"context"
+	"log/slog"
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/source/kube"
 )
@@ -32,7 +34,10 @@ type Source struct {
 	hmac bool
 }
 
-var _ jwtkeys.Source = (*Source)(nil)
+var (
+	_ jwtkeys.Source       = (*Source)(nil)
+	_ hotcert.SourceLogger = (*Source)(nil)
+)
 
 type options struct {
 	signingKey, verifyKey string
@@ -65,7 +70,8 @@ func WithHMACSecretsKey(k string) Option {
 }
 
 // WithWatch passes options to the Secret's informer (package source/kube's
-// kube.WithResync and kube.WithLogger).
+// kube.WithResync, kube.WithLogger and kube.WithRefusalGrace). Without
+// kube.WithLogger, the informer logs through the KeySet's logger.
 func WithWatch(opts ...kube.Option) Option {
 	return optionFunc(func(o *options) { o.kube = append(o.kube, opts...) })
 }
@@ -102,6 +108,11 @@ func (s *Source) Read(ctx context.Context) (jwtkeys.Content, error) {
 
 // Watch implements jwtkeys.Source: an informer on exactly this Secret.
 func (s *Source) Watch(ctx context.Context, changed func()) error { return s.keys.Watch(ctx, changed) }
+
+// SetDefaultLogger implements hotcert.SourceLogger: a KeySet hands the source its
+// logger, which says when the watch is lost and when it is back, unless
+// kube.WithLogger gave one.
+func (s *Source) SetDefaultLogger(l *slog.Logger) { s.keys.SetDefaultLogger(l) }
 
 // String names the Secret, e.g. "Secret ns/agent-token-keys".
 func (s *Source) String() string { return s.keys.String() }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/pem"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/hotcert/hotcert"
 )
@@ -33,19 +35,24 @@ import (
 // is cut — which the API server's own check lets through, as it skips a block it
 // cannot decode — is refused as a whole, naming the bundle, and the last good trust
 // keeps serving. A deleted bundle (or no bundle left matching) keeps the last good
-// trust too, and is reported once. A lost watch is handled as for [Keys].
+// trust too, and is reported once. A lost watch, and reads the API server refuses
+// for a moment, are handled as for [Keys].
 type ClusterTrustBundles struct {
 	client   kubernetes.Interface
 	name     string          // one bundle by name, or
 	signer   string          // every bundle of this signer
 	selector labels.Selector // whose labels match
 	informer *follower
+	grace    *grace[[]*certificatesv1.ClusterTrustBundle]
 }
 
-var _ hotcert.Source = (*ClusterTrustBundles)(nil)
+var (
+	_ hotcert.Source       = (*ClusterTrustBundles)(nil)
+	_ hotcert.SourceLogger = (*ClusterTrustBundles)(nil)
+)
 
 // NewClusterTrustBundle returns a trust source for the ClusterTrustBundle name.
-// [WithResync] and [WithLogger] apply.
+// [WithResync], [WithLogger] and [WithRefusalGrace] apply.
 func NewClusterTrustBundle(client kubernetes.Interface, name string, opts ...Option) *ClusterTrustBundles {
 	return newClusterTrustBundles(client, name, "", labels.Everything(), opts)
 }
@@ -54,7 +61,7 @@ func NewClusterTrustBundle(client kubernetes.Interface, name string, opts ...Opt
 // ClusterTrustBundle whose spec.signerName is signerName and whose labels match
 // selector (nil or labels.Everything() for all of the signer's bundles), as a
 // clusterTrustBundle projection with signerName and labelSelector does. No bundle
-// matching is a failure (reason missing). [WithResync] and [WithLogger] apply.
+// matching is a failure (reason missing). [WithResync], [WithLogger] and [WithRefusalGrace] apply.
 func NewClusterTrustBundlesForSigner(client kubernetes.Interface, signerName string, selector labels.Selector, opts ...Option) *ClusterTrustBundles {
 	if selector == nil {
 		selector = labels.Everything()
@@ -76,6 +83,7 @@ func newClusterTrustBundles(client kubernetes.Interface, name, signer string, se
 			return client.CertificatesV1().ClusterTrustBundles().Watch(ctx, s.listOptions(o))
 		},
 	}
+	s.grace = newGrace[[]*certificatesv1.ClusterTrustBundle](c, s.informer.poke)
 	return s
 }
 
@@ -145,9 +153,24 @@ func (s *ClusterTrustBundles) Watch(ctx context.Context, changed func()) error {
 	return s.informer.run(ctx, changed)
 }
 
+// SetDefaultLogger implements hotcert.SourceLogger: a Reloader hands the source its
+// logger, which says when the watch is lost and when it is back, unless
+// [WithLogger] gave one.
+func (s *ClusterTrustBundles) SetDefaultLogger(l *slog.Logger) { s.informer.setDefaultLogger(l) }
+
 // current returns the selected bundles from the cache while the informer follows
-// them, and from the API server otherwise.
+// them, and from the API server otherwise; a read the API server refuses or does
+// not answer returns the last answer for the refusal grace (see [Keys]).
 func (s *ClusterTrustBundles) current(ctx context.Context) ([]*certificatesv1.ClusterTrustBundle, error) {
+	bundles, err := s.fetch(ctx)
+	if ctx.Err() != nil {
+		return bundles, err
+	}
+	return s.grace.read(bundles, err)
+}
+
+// fetch is current without the grace.
+func (s *ClusterTrustBundles) fetch(ctx context.Context) ([]*certificatesv1.ClusterTrustBundle, error) {
 	if st := s.informer.cached(); st != nil {
 		var out []*certificatesv1.ClusterTrustBundle
 		for _, obj := range st.List() {
@@ -155,6 +178,19 @@ func (s *ClusterTrustBundles) current(ctx context.Context) ([]*certificatesv1.Cl
 		}
 		return out, nil
 	}
+	out, err := s.get(ctx)
+	if err != nil {
+		return nil, readError(s.String(), s.informer.lost(), err)
+	}
+	if st := s.informer.catchingUp(); st != nil && holdsAll(st, out) {
+		s.informer.caughtUp()
+	}
+	return out, nil
+}
+
+// get reads the selected bundles from the API server (none for a bundle by name
+// that does not exist).
+func (s *ClusterTrustBundles) get(ctx context.Context) ([]*certificatesv1.ClusterTrustBundle, error) {
 	api := s.client.CertificatesV1().ClusterTrustBundles()
 	if s.name != "" {
 		b, err := api.Get(ctx, s.name, metav1.GetOptions{})
@@ -162,19 +198,35 @@ func (s *ClusterTrustBundles) current(ctx context.Context) ([]*certificatesv1.Cl
 		case apierrors.IsNotFound(err):
 			return nil, nil
 		case err != nil:
-			return nil, readError(s.String(), s.informer.lost(), err)
+			return nil, err
 		}
 		return []*certificatesv1.ClusterTrustBundle{b}, nil
 	}
 	list, err := api.List(ctx, s.listOptions(metav1.ListOptions{}))
 	if err != nil {
-		return nil, readError(s.String(), s.informer.lost(), err)
+		return nil, err
 	}
 	out := make([]*certificatesv1.ClusterTrustBundle, 0, len(list.Items))
 	for i := range list.Items {
 		out = append(out, &list.Items[i])
 	}
 	return out, nil
+}
+
+// holdsAll reports whether the cache st holds exactly the bundles the API server
+// answered, each at the same resourceVersion.
+func holdsAll(st cache.Store, got []*certificatesv1.ClusterTrustBundle) bool {
+	cached := st.List()
+	if len(cached) != len(got) {
+		return false
+	}
+	for _, b := range got {
+		c, exists, err := st.GetByKey(b.Name)
+		if err != nil || !exists || !sameVersion(c, b) {
+			return false
+		}
+	}
+	return true
 }
 
 func bundleNames(bundles []*certificatesv1.ClusterTrustBundle) string {

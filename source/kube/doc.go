@@ -22,7 +22,13 @@
 // cannot list or watch any more (access revoked, API server unreachable), reads stop
 // trusting the cache and GET the object: the reloader's poll then serves the current
 // data, or reports the refusal once (log line, failure metric, Status) while the last
-// good material keeps serving. An empty ca.crt in a Secret is no bundle (refused
+// good material keeps serving. A refusal is reported only once it has lasted the
+// refusal grace ([DefaultRefusalGrace], measured from the first refused read): a
+// restarting API server refuses reads for a moment while its authorizer warms up,
+// and that is no failure. Until then, reads return the last answer. The sources say
+// when their watch is lost and when it is back, once each, through the logger of the
+// Reloader they run under (they implement hotcert.SourceLogger) unless [WithLogger]
+// gave them one. An empty ca.crt in a Secret is no bundle (refused
 // only with hotcert.WithRequireTrust).
 //
 // [Keys] is the same mechanism for any data keys of one object: package

@@ -3,15 +3,18 @@ package kube
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/hotcert/hotcert"
 )
@@ -42,7 +45,8 @@ type Key struct {
 // Keys reads chosen data keys of one Secret or ConfigMap, whatever they hold, and
 // watches that one object: the mechanism under [Source] and under other content kept
 // in Secrets (JWT keys, package jwtkeys/jwtkube). Create it with [NewSecretKeys] or
-// [NewConfigMapKeys].
+// [NewConfigMapKeys]. It implements hotcert.SourceLogger, so that a reloader over a
+// source built on it hands it its logger.
 //
 // Watch runs an informer restricted by a metadata.name field selector to the object,
 // so nothing else is cached and get/list/watch on that one name is all the RBAC it
@@ -52,12 +56,19 @@ type Key struct {
 // follows the object: a poll then either sees the object's current data or fails
 // with the reason, which the reloader logs and counts once and shows in its Status,
 // as it does for a file it cannot read. Before Watch has synced, Read GETs too.
+//
+// A GET the API server refuses (401, 403) or does not answer, as a restarting API
+// server does for a moment, is not reported at once: Read returns the last answer
+// instead, until the failure has lasted the refusal grace ([WithRefusalGrace],
+// default [DefaultRefusalGrace]), measured from the first such refusal (or from
+// the first unanswered read); then it returns the failure, and asks for a read.
 type Keys struct {
 	client          kubernetes.Interface
 	kind            kind
 	namespace, name string
 	keys            []Key
 	informer        *follower
+	grace           *grace[runtime.Object]
 }
 
 // NewSecretKeys returns a reader of keys of the Secret namespace/name.
@@ -103,6 +114,7 @@ func newKeysOf(client kubernetes.Interface, k kind, namespace, name string, keys
 			return client.CoreV1().ConfigMaps(namespace).Watch(ctx, o)
 		}
 	}
+	ks.grace = newGrace[runtime.Object](c, ks.informer.poke)
 	return ks
 }
 
@@ -137,8 +149,18 @@ func (k *Keys) Read(ctx context.Context) ([]hotcert.Input, error) {
 }
 
 // current returns the object from the cache while the informer follows it, and GETs
-// it otherwise.
+// it otherwise; a GET the API server refuses or does not answer returns the last
+// answer for the refusal grace.
 func (k *Keys) current(ctx context.Context) (runtime.Object, error) {
+	obj, err := k.fetch(ctx)
+	if ctx.Err() != nil {
+		return obj, err // shutting down: no answer, nor a failure to hold
+	}
+	return k.grace.read(obj, err)
+}
+
+// fetch is current without the grace.
+func (k *Keys) fetch(ctx context.Context) (runtime.Object, error) {
 	if st := k.informer.cached(); st != nil {
 		obj, exists, err := st.GetByKey(k.namespace + "/" + k.name)
 		if err != nil {
@@ -158,6 +180,9 @@ func (k *Keys) current(ctx context.Context) (runtime.Object, error) {
 	} else {
 		obj, err = k.client.CoreV1().ConfigMaps(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
 	}
+	if st := k.informer.catchingUp(); st != nil && holds(st, k.namespace+"/"+k.name, obj, err) {
+		k.informer.caughtUp()
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, k.notFound()
@@ -165,6 +190,31 @@ func (k *Keys) current(ctx context.Context) (runtime.Object, error) {
 		return nil, readError(k.String(), k.informer.lost(), err)
 	}
 	return obj, nil
+}
+
+// holds reports whether the cache st holds under key what a GET answered (got, or
+// not found): the same resourceVersion, or no object.
+func holds(st cache.Store, key string, got runtime.Object, err error) bool {
+	cached, exists, cerr := st.GetByKey(key)
+	switch {
+	case cerr != nil:
+		return false
+	case apierrors.IsNotFound(err):
+		return !exists
+	case err != nil || !exists:
+		return false
+	}
+	return sameVersion(cached, got)
+}
+
+// sameVersion reports whether a and b are objects of one resourceVersion.
+func sameVersion(a, b any) bool {
+	ma, err := meta.Accessor(a)
+	if err != nil {
+		return false
+	}
+	mb, err := meta.Accessor(b)
+	return err == nil && ma.GetResourceVersion() == mb.GetResourceVersion()
 }
 
 // readError is the refusal of a read from the API server: worded for a source
@@ -198,6 +248,10 @@ func dataOf(obj runtime.Object) map[string][]byte {
 	}
 	return nil
 }
+
+// SetDefaultLogger implements hotcert.SourceLogger: the watch's lines go to l
+// unless [WithLogger] gave a logger.
+func (k *Keys) SetDefaultLogger(l *slog.Logger) { k.informer.setDefaultLogger(l) }
 
 // Watch blocks until ctx is done, calling changed on every add, update and delete
 // of the object. It runs an informer on exactly this one object (field selector

@@ -15,6 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/hotcerttest"
@@ -344,24 +345,63 @@ func TestMinimalRBAC(t *testing.T) {
 	}
 }
 
-// TestAPIServerRestart runs alone: it takes the shared API server down.
+// TestAPIServerRestart runs alone: it takes the shared API server down. The reader
+// is bound to the minimal Role the docs recommend, which never changes: a restart is
+// not a failure. While the API server stops, starts and warms up its authorizer,
+// reads are unreachable, then refused; the source holds the last answer (the grace's
+// clock does not move: the restart here takes 5-16 s, its refusals well under a
+// second, against a default grace of 30 s). Nothing is reported, the material keeps
+// serving, a change made during the restart is loaded (and never replaced by the
+// older material a cache that has not caught up yet holds), and each source says once
+// that it lost its watch and once that it is back, through the Reloader's logger
+// (or nothing, when client-go's retries of one watch call span the restart).
 func TestAPIServerRestart(t *testing.T) {
 	ctx, ns := ctxFor(t), env.NewNamespace(t)
-	secrets := env.Clientset().CoreV1().Secrets(ns)
+	cs := env.Clientset()
+	secrets := cs.CoreV1().Secrets(ns)
 	ca := hotcerttest.MustNewCA()
 	a, b := ca.MustIssue(), ca.MustIssue()
 	if _, err := secrets.Create(ctx, tlsSecret(ns, "api-tls", a, nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	src := NewSecret(env.Clientset(), ns, "api-tls")
-	rn := start(t, src)
-	waitSynced(t, src)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent-ca"}, Data: map[string]string{"ca.crt": string(hotcerttest.BundlePEM(ca))}}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rd := newReader(t, ns,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"api-tls"}, Verbs: []string{"get", "list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"agent-ca"}, Verbs: []string{"get", "list", "watch"}})
+	clk := testingclock.NewFakeClock(time.Now())
+	id, trust := NewSecret(rd.client, ns, "api-tls", withClock(clk)), NewConfigMap(rd.client, ns, "agent-ca", withClock(clk))
+	rn := start(t, hotcert.Compose(id, trust)) // settle 0: a failure would be reported at once
+	waitSynced(t, id)
+	waitSynced(t, trust)
 	env.Restart(t)
+	if err := rn.r.Reload(ctx); err != nil || rn.r.Current().Leaf().SerialNumber.Cmp(a.Cert.SerialNumber) != 0 {
+		t.Fatalf("right after the restart: Reload %v; the material in use must stay", err)
+	}
 	// The change lands while the informer's watch is still broken or re-establishing.
 	if _, err := secrets.Update(ctx, tlsSecret(ns, "api-tls", b, nil), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	rn.waitServing(t, b)
+	testutil.WaitFor(t, "both watches restored", func() bool {
+		return id.keys.informer.broken.Load() == nil && trust.keys.informer.broken.Load() == nil
+	})
+	_ = rn.r.Reload(ctx)
+	if n := rn.obs.Loads(); n != 1 || rn.r.Current().Leaf().SerialNumber.Cmp(b.Cert.SerialNumber) != 0 {
+		t.Errorf("%d reloads after the restart, want only the renewal's: a cache that had not caught up with the reads made without it was served\n%s", n, rn.logs)
+	}
+	if st := rn.r.Status(); st.Failures != 0 || st.LastError != nil || len(rn.obs.Failures()) != 0 || rn.logs.Count("TLS certificate reload failed") != 0 {
+		t.Fatalf("a restart of the API server was reported: status %+v, failures %v\n%s", st, rn.obs.Failures(), rn.logs)
+	}
+	for _, s := range []*Source{id, trust} {
+		lost := strings.Count(rn.logs.String(), `msg="can no longer list or watch; reading from the API server until it can" component=agent_grpc object="`+s.String())
+		back := strings.Count(rn.logs.String(), `msg="watch restored" component=agent_grpc object="`+s.String())
+		if lost > 1 || back != lost {
+			t.Errorf("%s: %d lost-watch and %d restored lines in the Reloader's log, want one of each (or none, when a retried watch call spans the restart)\n%s", s, lost, back, rn.logs)
+		}
+	}
 }
 
 func TestEmptyOptionalCABundleIsNoBundle(t *testing.T) {
@@ -397,10 +437,12 @@ func TestEmptyOptionalCABundleIsNoBundle(t *testing.T) {
 }
 
 // TestLostWatchIsReportedAndPollsReachTheAPIServer revokes the reader's access and
-// breaks its watch. The cached certificate must not pass for current: a poll goes to
-// the API server, and the refusal is reported once (log line, failure count,
-// Status) while the last good certificate keeps serving. Access restored, the next
-// poll serves the renewal made in the meantime.
+// breaks its watch. The cached certificate must not pass for current: reads go to
+// the API server, which refuses them; the refusal is held for the grace, measured
+// from the first refusal, then reported once (log line, failure count, Status)
+// without waiting for a poll, while the last good certificate keeps serving. Access
+// restored, the next poll serves the renewal made in the meantime. The source's
+// own logger says why, and the Reloader's does not repeat it.
 func TestLostWatchIsReportedAndPollsReachTheAPIServer(t *testing.T) {
 	t.Parallel()
 	ctx, ns := ctxFor(t), env.NewNamespace(t)
@@ -411,23 +453,14 @@ func TestLostWatchIsReportedAndPollsReachTheAPIServer(t *testing.T) {
 	if _, err := secrets.Create(ctx, tlsSecret(ns, "api-tls", a, nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	user := "tls-reader-" + ns
-	cfg := env.NewRestrictedConfig(t, user, []rbacv1.PolicyRule{{
-		APIGroups: []string{""}, Resources: []string{"secrets"},
-		ResourceNames: []string{"api-tls"}, Verbs: []string{"get", "list", "watch"},
-	}}, ns)
-	cut := &kubetest.WatchCutter{}
-	cfg.Wrap(cut.Wrap)
-	restricted, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &testutil.LogBuffer{}
-	src := NewSecret(restricted, ns, "api-tls", WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	rd := newReader(t, ns)
+	logs, clk := &testutil.LogBuffer{}, testingclock.NewFakeClock(time.Now())
+	const grace = 5 * time.Second
+	src := NewSecret(rd.client, ns, "api-tls", WithLogger(slog.New(slog.NewTextHandler(logs, nil))), WithRefusalGrace(grace), withClock(clk))
 	rn := start(t, src)
 	waitSynced(t, src)
 
-	binding, err := rbac.Get(ctx, "kubetest:"+user, metav1.GetOptions{})
+	binding, err := rbac.Get(ctx, "kubetest:"+rd.user, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,21 +468,27 @@ func TestLostWatchIsReportedAndPollsReachTheAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An open watch outlives the revocation; the next one is refused.
-	testutil.WaitFor(t, "the informer to lose its watch", func() bool {
-		cut.Cut()
-		return src.keys.informer.broken.Load() != nil
-	})
+	rd.loseWatch(t, src)
 	// The renewal lands while the reader cannot see it.
 	if _, err := secrets.Update(ctx, tlsSecret(ns, "api-tls", b, nil), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, "a poll to report the lost access", func() bool {
+	testutil.WaitFor(t, "a read to be refused", func() bool {
 		_ = rn.r.Reload(ctx) // what the poll ticker does
-		return len(rn.obs.Failures()) > 0
+		return !src.keys.grace.failingSince(refused).IsZero()
 	})
+	clk.Step(grace - time.Millisecond)
+	_ = rn.r.Reload(ctx)
+	if n := len(rn.obs.Failures()); n != 0 {
+		t.Fatalf("a refusal younger than the grace was reported: %v", rn.obs.Failures())
+	}
+	clk.Step(time.Millisecond) // the grace is over: the source asks for a read itself
+	testutil.WaitFor(t, "the refusal reported", func() bool { return len(rn.obs.Failures()) > 0 })
 	for range 3 {
 		_ = rn.r.Reload(ctx)
 	}
+	clk.Step(grace)
+	_ = rn.r.Reload(ctx)
 	st := rn.r.Status()
 	if n := len(rn.obs.Failures()); n != 1 || rn.logs.Count("TLS certificate reload failed") != 1 {
 		t.Fatalf("failures %d, failure lines %d; want 1 and 1\n%s", n, rn.logs.Count("TLS certificate reload failed"), rn.logs)
@@ -461,8 +500,9 @@ func TestLostWatchIsReportedAndPollsReachTheAPIServer(t *testing.T) {
 		t.Errorf("reason %s, want read", hotcert.ReasonOf(st.LastError))
 	}
 	rn.waitServing(t, a) // the last good certificate keeps serving
-	if !strings.Contains(logs.String(), "can no longer list or watch") {
-		t.Errorf("the source's logger did not say why:\n%s", logs)
+	const lost = "can no longer list or watch"
+	if strings.Count(logs.String(), lost) != 1 || strings.Contains(rn.logs.String(), lost) {
+		t.Errorf("the lost watch must be told once, by the source's own logger only:\nsource:\n%s\nreloader:\n%s", logs, rn.logs)
 	}
 
 	binding.ResourceVersion = ""

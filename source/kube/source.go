@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"log/slog"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -15,7 +16,10 @@ type Source struct {
 	keys *Keys // certificate, key, CA bundle, in this order
 }
 
-var _ hotcert.Source = (*Source)(nil)
+var (
+	_ hotcert.Source       = (*Source)(nil)
+	_ hotcert.SourceLogger = (*Source)(nil)
+)
 
 // NewSecret returns a source for the Secret namespace/name: identity from tls.crt and
 // tls.key, trust from ca.crt when present and not empty (key names configurable).
@@ -58,3 +62,8 @@ func (s *Source) Read(ctx context.Context) (hotcert.Content, error) {
 // Watch implements [hotcert.Source]: an informer on exactly this one object (see
 // [Keys.Watch]).
 func (s *Source) Watch(ctx context.Context, changed func()) error { return s.keys.Watch(ctx, changed) }
+
+// SetDefaultLogger implements hotcert.SourceLogger: a Reloader hands the source its
+// logger, which says when the watch is lost and when it is back, unless
+// [WithLogger] gave one.
+func (s *Source) SetDefaultLogger(l *slog.Logger) { s.keys.SetDefaultLogger(l) }
