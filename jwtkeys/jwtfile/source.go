@@ -24,9 +24,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 
+	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/source/file"
 )
@@ -59,7 +61,15 @@ type Source struct {
 	files  *file.Set // SigningKey, HMACSecrets, VerificationKeys, in this order
 }
 
-var _ jwtkeys.Source = (*Source)(nil)
+var (
+	_ jwtkeys.Source       = (*Source)(nil)
+	_ hotcert.SourceLogger = (*Source)(nil)
+)
+
+// SetDefaultLogger implements hotcert.SourceLogger: the KeySet running the source
+// hands it its logger, which says when a watch is lost and which files are subPath
+// mounts, unless [file.WithLogger] gave one.
+func (s *Source) SetDefaultLogger(l *slog.Logger) { s.files.SetDefaultLogger(l) }
 
 // New returns a file source for layout. opts are package source/file's options for
 // reading and watching ([file.WithMaxSize], [file.WithRewatchInterval],

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/source/file"
 )
 
@@ -59,5 +60,33 @@ func TestSetReportsSubPathMounts(t *testing.T) {
 	}
 	if got := set.NeverUpdated(); !reflect.DeepEqual(got, []string{"/etc/tls/tls.key"}) {
 		t.Fatalf("NeverUpdated() = %q", got)
+	}
+}
+
+// TestSourceLogsThroughItsReloader: a source given no logger says its subPath
+// mounts (and later its watch problems) through the logger a Reloader hands it,
+// once however often it is handed one; a source given its own keeps it.
+func TestSourceLogsThroughItsReloader(t *testing.T) {
+	opts := []file.Option{file.WithKeyPair("/etc/tls/tls.crt", "/etc/tls/tls.key"), file.WithMountInfo("testdata/mountinfo/subpath")}
+	src, err := file.New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handed bytes.Buffer
+	var sl hotcert.SourceLogger = src
+	sl.SetDefaultLogger(slog.New(slog.NewTextHandler(&handed, nil)))
+	sl.SetDefaultLogger(slog.New(slog.NewTextHandler(&handed, nil)))
+	if n := strings.Count(handed.String(), "will never be updated"); n != 2 {
+		t.Fatalf("%d subPath lines through the handed logger, want 2 (one per file, once):\n%s", n, handed.String())
+	}
+
+	var own, handedToo bytes.Buffer
+	src, err = file.New(append(opts, file.WithLogger(slog.New(slog.NewTextHandler(&own, nil))))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.SetDefaultLogger(slog.New(slog.NewTextHandler(&handedToo, nil)))
+	if n := strings.Count(own.String(), "will never be updated"); n != 2 || handedToo.Len() != 0 {
+		t.Fatalf("own logger: %d lines (want 2), handed logger: %q (want none)", n, handedToo.String())
 	}
 }

@@ -86,7 +86,9 @@ func WithRewatchInterval(d time.Duration) SetOption {
 	})
 }
 
-// WithLogger sets the logger for watch problems (default: discard).
+// WithLogger sets the logger for watch problems and subPath mounts (default: the
+// logger of the Reloader that runs the source, see hotcert.SourceLogger; with no
+// Reloader, discard).
 func WithLogger(l *slog.Logger) SetOption {
 	return setOption(func(c *setConfig) {
 		if l != nil {

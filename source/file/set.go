@@ -3,11 +3,11 @@ package file
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hotcert/hotcert"
@@ -31,9 +31,13 @@ type Set struct {
 	files   []File
 	maxSize int64
 	rewatch time.Duration
-	logger  *slog.Logger
-	// neverUpdated are the files a Kubernetes subPath mount put in place.
+	logger  *slog.Logger                // given by WithLogger; nil if none was
+	handed  atomic.Pointer[slog.Logger] // a Reloader's, handed by SetDefaultLogger
+	// neverUpdated are the files a Kubernetes subPath mount put in place, and
+	// subPaths their mounts, logged once, by the first logger the Set has.
 	neverUpdated []string
+	subPaths     []subPathMount
+	subPathsSaid atomic.Bool
 }
 
 // NewSet returns a Set of files, read and watched as opts say.
@@ -49,7 +53,6 @@ func defaultSetConfig() setConfig {
 	return setConfig{
 		maxSize:   hotcert.DefaultMaxInputSize,
 		rewatch:   DefaultRewatchInterval,
-		logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		mountInfo: defaultMountInfo,
 	}
 }
@@ -62,30 +65,66 @@ func newSet(files []File, c setConfig) (*Set, error) {
 		return nil, errors.New("file: a set needs at least one file")
 	}
 	s := &Set{files: slices.Clone(files), maxSize: c.maxSize, rewatch: c.rewatch, logger: c.logger}
-	s.neverUpdated = s.findSubPathMounts(c.mountInfo)
+	s.findSubPathMounts(c.mountInfo)
+	if s.logger != nil {
+		s.saySubPathMounts()
+	}
 	return s, nil
 }
 
-// findSubPathMounts looks the files up in the mount table at path and logs,
-// once, each one that a subPath mount put in place. A table that cannot be
-// read (not Linux, no /proc) finds none.
-func (s *Set) findSubPathMounts(path string) []string {
+// discard is the logger of a Set given none and run by no Reloader.
+var discard = slog.New(slog.DiscardHandler)
+
+// log returns the logger of the Set's lines: its own, else its Reloader's.
+func (s *Set) log() *slog.Logger {
+	if s.logger != nil {
+		return s.logger
+	}
+	if l := s.handed.Load(); l != nil {
+		return l
+	}
+	return discard
+}
+
+// SetDefaultLogger implements hotcert.SourceLogger: the Set's lines (a watch
+// lost, a subPath mount) go to l unless [WithLogger] gave a logger. A Set with no
+// logger of its own says its subPath mounts here, once.
+func (s *Set) SetDefaultLogger(l *slog.Logger) {
+	if s.logger != nil || l == nil {
+		return
+	}
+	s.handed.Store(l)
+	s.saySubPathMounts()
+}
+
+// findSubPathMounts looks the files up in the mount table at path and keeps
+// each one that a subPath mount put in place. A table that cannot be read (not
+// Linux, no /proc) finds none.
+func (s *Set) findSubPathMounts(path string) {
 	paths := make([]string, 0, len(s.files))
 	for _, f := range s.files {
 		paths = append(paths, f.Path)
 	}
 	mounts, err := readMountInfo(path)
 	if err != nil {
-		s.logger.Debug("file: mount table unreadable; not looking for subPath mounts", "mountinfo", path, "error", err.Error())
-		return nil
+		s.log().Debug("file: mount table unreadable; not looking for subPath mounts", "mountinfo", path, "error", err.Error())
+		return
 	}
-	var out []string
-	for _, m := range subPathMounts(paths, mounts) {
-		s.logger.Warn("file is a subPath mount and will never be updated; mount its volume's directory instead",
+	s.subPaths = subPathMounts(paths, mounts)
+	for _, m := range s.subPaths {
+		s.neverUpdated = append(s.neverUpdated, m.file)
+	}
+}
+
+// saySubPathMounts logs each subPath-mounted file, once per Set.
+func (s *Set) saySubPathMounts() {
+	if s.subPathsSaid.Swap(true) {
+		return
+	}
+	for _, m := range s.subPaths {
+		s.log().Warn("file is a subPath mount and will never be updated; mount its volume's directory instead",
 			"source", s.String(), "file", m.file, "mount_point", m.mount.point, "mount_root", m.mount.root)
-		out = append(out, m.file)
 	}
-	return out
 }
 
 // NeverUpdated returns the files of the Set that will never change where they

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/hotcert/hotcert"
@@ -15,7 +16,16 @@ type Source struct {
 	files                                 *Set // certPath, keyPath, caPath, bundlePath, in this order
 }
 
-var _ hotcert.Source = (*Source)(nil)
+var (
+	_ hotcert.Source       = (*Source)(nil)
+	_ hotcert.SourceLogger = (*Source)(nil)
+	_ hotcert.SourceLogger = (*Set)(nil)
+)
+
+// SetDefaultLogger implements hotcert.SourceLogger: a Reloader hands the source
+// its logger, which says when a watch is lost and which files are subPath mounts,
+// unless [WithLogger] gave one.
+func (s *Source) SetDefaultLogger(l *slog.Logger) { s.files.SetDefaultLogger(l) }
 
 // New returns a file source. It needs an identity ([WithKeyPair] or
 // [WithCredentialBundle]), a trust bundle ([WithCA]), or both. New does not

@@ -33,7 +33,7 @@ func (s *Set) Watch(ctx context.Context, changed func()) error {
 		if w == nil {
 			nw, err := fsnotify.NewWatcher()
 			if err != nil {
-				s.logger.Warn("file watch unavailable; relying on polling", "source", s.String(), "error", err.Error())
+				s.log().Warn("file watch unavailable; relying on polling", "source", s.String(), "error", err.Error())
 				return
 			}
 			w, events, errs = nw, nw.Events, nw.Errors
@@ -80,7 +80,7 @@ func (s *Set) Watch(ctx context.Context, changed func()) error {
 				w, events, errs = nil, nil, nil
 				continue
 			}
-			s.logger.Warn("file watch error; re-reading", "source", s.String(), "error", fmt.Sprint(err))
+			s.log().Warn("file watch error; re-reading", "source", s.String(), "error", fmt.Sprint(err))
 			changed()
 		}
 	}
