@@ -241,6 +241,9 @@ func requireTimelineShowsEveryPhase(t *testing.T, res *Result) {
 			t.Errorf("timeline lacks the %s (has %v)", want, bands)
 		}
 	}
+	if note := texts(withClass(els, "legend-refused")); !strings.Contains(note, "cert 4 (CA 2026): never served") || !strings.Contains(note, "refused by replica-0") {
+		t.Errorf("the legend does not say why cert 4 has no band: %q", note)
+	}
 	for b := range bands {
 		if strings.Contains(b, "cert 4 ") { // cert 4 is the botched one: never served
 			t.Errorf("timeline shows the botched certificate served: %s", b)
