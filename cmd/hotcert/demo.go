@@ -63,6 +63,14 @@ times are then mostly the machine's, not hotcert's.`,
 			if _, err := g.logger(); err != nil { // a bad --log-format is a startup error
 				return err
 			}
+			// Flags first: a refused command leaves no directory behind.
+			if agents < 1 || replicas < 1 {
+				return fmt.Errorf("--agents and --replicas must be at least 1")
+			}
+			b := demo.Break(brk)
+			if b != demo.BreakNone && b != demo.BreakOneStepCA {
+				return fmt.Errorf("--break %q: the only variant is %q", brk, demo.BreakOneStepCA)
+			}
 			if out == "" {
 				dir, err := os.MkdirTemp("", "hotcert-demo-")
 				if err != nil {
@@ -75,13 +83,6 @@ times are then mostly the machine's, not hotcert's.`,
 			abs, err := filepath.Abs(out)
 			if err != nil {
 				return fmt.Errorf("--out: %w", err)
-			}
-			if agents < 1 || replicas < 1 {
-				return fmt.Errorf("--agents and --replicas must be at least 1")
-			}
-			b := demo.Break(brk)
-			if b != demo.BreakNone && b != demo.BreakOneStepCA {
-				return fmt.Errorf("--break %q: the only variant is %q", brk, demo.BreakOneStepCA)
 			}
 			_, err = demo.Run(cmd.Context(), demo.Config{
 				Out: abs, Agents: agents, Replicas: replicas, Short: short, Break: b, TrustGuards: guards,

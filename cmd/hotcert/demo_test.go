@@ -49,8 +49,15 @@ func TestDemoCommand(t *testing.T) {
 	if err != nil || !strings.Contains(help, "--trust-guard[=true|false]") || strings.Contains(help, "--trust-guards") {
 		t.Fatalf("demo --help shows --trust-guards or lacks --trust-guard: %v\n%s", err, help)
 	}
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // where a demo without --out would make its directory
 	_, _, err = run(ctx, "demo", "--agents", "0")
 	requireOneLine(t, err, "--agents")
+	_, _, err = run(ctx, "demo", "--break", "two-step")
+	requireOneLine(t, err, "--break")
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("a refused demo left %d directories behind in TMPDIR", len(ents))
+	}
 	_, _, err = run(ctx, "demo", "--log-format", "xml")
 	requireOneLine(t, err, "--log-format")
 }
