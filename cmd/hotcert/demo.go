@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/demo"
+	"github.com/hotcert/hotcert/cmd/internal/cli"
 )
 
 func newDemoCommand(g *globals) *cobra.Command {
@@ -47,14 +48,28 @@ trusts, over time) and demo.log (in the --log-format and --log-level given), and
 exits non-zero naming any broken invariant. Interrupted (Ctrl-C), it reports only
 the phases that finished.
 
-The replicas and agents run with their trust guards on (--trust-guards): with
---break one-step-ca the unsafe one-step CA swap then completes without a failed
-handshake, the guards saving it; --break one-step-ca --trust-guards=false shows it
-failing.`,
+The replicas and agents run with their trust guards on (--trust-guard, as hotcert
+server and hotcert agent name it): with --break one-step-ca the unsafe one-step CA
+swap then completes without a failed handshake, the guards saving it;
+--break one-step-ca --trust-guard=false shows it failing.
+
+The table says per phase how long agents were not connected (p50/max, from the end
+of a stream to the next one). The demo runs every agent and replica on this
+machine's CPUs; when a phase was bound by them (a goroutine ready to run waited 50ms
+or more for a CPU in one probe of a hundred), the table and a note say so: those
+times are then mostly the machine's, not hotcert's.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, err := g.logger(); err != nil { // a bad --log-format is a startup error
 				return err
+			}
+			// Flags first: a refused command leaves no directory behind.
+			if agents < 1 || replicas < 1 {
+				return fmt.Errorf("--agents and --replicas must be at least 1")
+			}
+			b := demo.Break(brk)
+			if b != demo.BreakNone && b != demo.BreakOneStepCA {
+				return fmt.Errorf("--break %q: the only variant is %q", brk, demo.BreakOneStepCA)
 			}
 			if out == "" {
 				dir, err := os.MkdirTemp("", "hotcert-demo-")
@@ -69,13 +84,6 @@ failing.`,
 			if err != nil {
 				return fmt.Errorf("--out: %w", err)
 			}
-			if agents < 1 || replicas < 1 {
-				return fmt.Errorf("--agents and --replicas must be at least 1")
-			}
-			b := demo.Break(brk)
-			if b != demo.BreakNone && b != demo.BreakOneStepCA {
-				return fmt.Errorf("--break %q: the only variant is %q", brk, demo.BreakOneStepCA)
-			}
 			_, err = demo.Run(cmd.Context(), demo.Config{
 				Out: abs, Agents: agents, Replicas: replicas, Short: short, Break: b, TrustGuards: guards,
 				Stdout: g.stdout, Terminal: isTerminal(g.stdout), PhaseTimeout: timeout,
@@ -89,8 +97,9 @@ failing.`,
 	f.IntVar(&agents, "agents", 50, "number of agents")
 	f.IntVar(&replicas, "replicas", 2, "number of control-plane replicas")
 	f.BoolVar(&short, "short", false, "shorter heartbeats, pauses and drain window, for CI")
-	f.StringVar(&brk, "break", "", `play an unsafe variant: "one-step-ca" (fails with --trust-guards=false)`)
-	f.BoolVar(&guards, "trust-guards", true, "run replicas and agents with their trust guards on (hotcert server/agent --trust-guard)")
+	f.StringVar(&brk, "break", "", `play an unsafe variant: "one-step-ca" (fails with --trust-guard=false)`)
+	f.BoolVar(&guards, "trust-guard", true, "run replicas and agents with their trust guards on (hotcert server/agent --trust-guard)")
+	cli.Alias(f, "trust-guard", "trust-guards")
 	f.DurationVar(&timeout, "phase-timeout", 60*time.Second, "how long a phase may wait for agents to settle")
 	return cmd
 }

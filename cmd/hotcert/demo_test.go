@@ -35,12 +35,29 @@ func TestDemoCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, _, err = run(ctx, "demo", "--short", "--agents", "4", "--out", t.TempDir(), "--break", "one-step-ca", "--trust-guards=false")
+	_, _, err = run(ctx, "demo", "--short", "--agents", "4", "--out", t.TempDir(), "--break", "one-step-ca", "--trust-guard=false")
 	if err == nil || !strings.Contains(err.Error(), "invariant broken") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("a broken invariant must fail the command with a one-line reason, got %v", err)
 	}
+	// --trust-guard, as hotcert server and agent name it; the demo's old
+	// --trust-guards still works, deprecated and hidden from --help.
+	_, stderr, err := run(ctx, "demo", "--short", "--agents", "4", "--out", t.TempDir(), "--break", "one-step-ca", "--trust-guards=false")
+	if err == nil || !strings.Contains(err.Error(), "UNSAFE one-step CA swap:") || !strings.Contains(stderr, "Flag --trust-guards has been deprecated, use --trust-guard instead") {
+		t.Fatalf("--trust-guards=false: %v, stderr %q; want the unguarded swap broken and a deprecation warning", err, stderr)
+	}
+	help, _, err := run(ctx, "demo", "--help")
+	if err != nil || !strings.Contains(help, "--trust-guard[=true|false]") || strings.Contains(help, "--trust-guards") {
+		t.Fatalf("demo --help shows --trust-guards or lacks --trust-guard: %v\n%s", err, help)
+	}
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // where a demo without --out would make its directory
 	_, _, err = run(ctx, "demo", "--agents", "0")
 	requireOneLine(t, err, "--agents")
+	_, _, err = run(ctx, "demo", "--break", "two-step")
+	requireOneLine(t, err, "--break")
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("a refused demo left %d directories behind in TMPDIR", len(ents))
+	}
 	_, _, err = run(ctx, "demo", "--log-format", "xml")
 	requireOneLine(t, err, "--log-format")
 }

@@ -436,8 +436,7 @@ func recvErr(stream grpc.ClientStream, sendErr error) error {
 
 // run heartbeats and receives until the stream ends. cancel ends the stream.
 func (a *Agent) run(ctx context.Context, cancel context.CancelFunc, stream grpc.ClientStream) error {
-	var lastRecv atomic.Int64
-	lastRecv.Store(time.Now().UnixNano())
+	live := newLiveness(a.cfg.HeartbeatInterval, a.cfg.HeartbeatTimeout, time.Now())
 	var recvErr error
 	recvDone := make(chan struct{})
 	go func() {
@@ -448,7 +447,7 @@ func (a *Agent) run(ctx context.Context, cancel context.CancelFunc, stream grpc.
 				recvErr = err
 				return
 			}
-			lastRecv.Store(time.Now().UnixNano())
+			live.received(time.Now())
 			switch m.Type {
 			case agentrpc.TypeHeartbeatAck:
 				a.c.acks.Add(1)
@@ -471,8 +470,8 @@ func (a *Agent) run(ctx context.Context, cancel context.CancelFunc, stream grpc.
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-hb.C:
-			if silent := time.Since(time.Unix(0, lastRecv.Load())); silent > a.cfg.HeartbeatTimeout {
-				return fmt.Errorf("agent: nothing received from the control plane for %s", silent.Round(time.Millisecond))
+			if dead, silent := live.silent(time.Now()); dead {
+				return fmt.Errorf("agent: nothing received from the control plane for %s (%d heartbeats unanswered)", silent.Round(time.Millisecond), live.unanswered.Load())
 			}
 			seq++
 			if err := agentrpc.Send(stream, agentrpc.Message{Type: agentrpc.TypeHeartbeat, Seq: seq, Trust: a.trustReport(ctx, true)}); err != nil {
@@ -480,6 +479,7 @@ func (a *Agent) run(ctx context.Context, cancel context.CancelFunc, stream grpc.
 				<-recvDone
 				return recvErr
 			}
+			live.sent()
 		}
 	}
 }

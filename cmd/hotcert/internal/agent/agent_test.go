@@ -143,30 +143,28 @@ func TestConnectFailuresAreFastAndClassified(t *testing.T) {
 	closedAddr := closed.Addr().String()
 	closed.Close()
 
+	// Fast means without waiting for the connect timeout: it is an hour, longer than
+	// the wait for a failed attempt, except where the timeout is the reason.
 	for _, tc := range []struct {
 		name, addr, serverName, reason, text string
-		within                               time.Duration
+		timeout                              time.Duration
 	}{
-		{"server certificate from another CA", fakeServer(t, serverConfig(other.MustIssue()), false), "", agentrpc.ReasonUnknownAuthority, "x509: certificate signed by unknown authority", time.Second},
-		{"wrong name", fakeServer(t, good, false), "cp.example.com", agentrpc.ReasonHostname, "x509: certificate is valid for", time.Second},
-		{"expired server certificate", fakeServer(t, expired, false), "", agentrpc.ReasonExpired, "x509: certificate has expired", time.Second},
-		{"plaintext server", fakeServer(t, nil, false), "", agentrpc.ReasonNotTLS, "", time.Second},
-		{"nothing listening", closedAddr, "", agentrpc.ReasonUnreachable, "connection refused", time.Second},
-		{"handshake never answered", hang.Addr().String(), "", agentrpc.ReasonTimeout, "", 3 * time.Second},
+		{"server certificate from another CA", fakeServer(t, serverConfig(other.MustIssue()), false), "", agentrpc.ReasonUnknownAuthority, "x509: certificate signed by unknown authority", time.Hour},
+		{"wrong name", fakeServer(t, good, false), "cp.example.com", agentrpc.ReasonHostname, "x509: certificate is valid for", time.Hour},
+		{"expired server certificate", fakeServer(t, expired, false), "", agentrpc.ReasonExpired, "x509: certificate has expired", time.Hour},
+		{"plaintext server", fakeServer(t, nil, false), "", agentrpc.ReasonNotTLS, "", time.Hour},
+		{"nothing listening", closedAddr, "", agentrpc.ReasonUnreachable, "connection refused", time.Hour},
+		{"handshake never answered", hang.Addr().String(), "", agentrpc.ReasonTimeout, "", 500 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			began := time.Now()
 			a, rec := start(t, agent.Config{
 				Server: tc.addr, ServerName: tc.serverName, CAFile: writeBundle(t, ca),
-				ConnectTimeout: 500 * time.Millisecond,
+				ConnectTimeout: tc.timeout,
 			})
 			testutil.WaitFor(t, "a failed attempt", func() bool { _, ok := rec.first(agent.EventConnectFailed); return ok })
 			e, _ := rec.first(agent.EventConnectFailed)
 			if e.Reason != tc.reason || !strings.Contains(e.Err.Error(), tc.text) {
 				t.Fatalf("reason %q, error %q; want %q, %q", e.Reason, e.Err, tc.reason, tc.text)
-			}
-			if d := e.Time.Sub(began); d > tc.within {
-				t.Fatalf("the attempt failed after %s, want within %s", d, tc.within)
 			}
 			if st := a.Stats(); st.Connected || st.ConnectFailuresByReason[tc.reason] == 0 {
 				t.Fatalf("stats %+v", st)

@@ -76,7 +76,10 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// HeartbeatTimeout is how long a stream may receive nothing (no heartbeat
 	// acknowledgement, no work) before the agent drops it and reconnects (default
-	// three heartbeat intervals).
+	// three heartbeat intervals), provided the control plane also left the
+	// heartbeats sent meanwhile unanswered (as many as fit in the timeout): a pause
+	// of the agent's own process (a CPU-starved machine) is not the control plane's
+	// silence.
 	HeartbeatTimeout time.Duration
 	// ConnectTimeout bounds opening a stream: TCP connect, TLS handshake, register
 	// (default 10s). A failing handshake fails at once; this only bounds a hang.

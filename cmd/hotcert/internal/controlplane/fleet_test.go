@@ -104,6 +104,9 @@ func TestFleetViewNamesTheAgentsClientCertificate(t *testing.T) {
 	r := startReplica(t, "cp-0", serverCA.MustIssue(), withClientCA(t, clientCAs))
 	leaf := agentCA.MustIssue(hotcerttest.WithCommonName("agent-00"))
 	startAgents(t, 1, []*replica{r}, newCAVolume(t, serverCA), newIdentity(t, leaf).use)
+	// The agent is connected once it reads the registered reply, which the replica
+	// sends before it lists the session: wait for the listing, not for luck.
+	testutil.WaitFor(t, "the replica to list the agent", func() bool { return len(r.srv.Fleet().AgentList) == 1 })
 	f := r.srv.Fleet()
 	if len(f.AgentList) != 1 || f.AgentList[0].ClientCert == nil || f.AgentList[0].ClientCert.SHA256 != hotcert.FingerprintOf(leaf.Cert).String() ||
 		f.AgentList[0].ClientCert.Serial != hotcert.FormatSerial(leaf.Cert.SerialNumber) || f.AgentList[0].ClientCert.Issuer != agentCA.Cert.Subject.String() {

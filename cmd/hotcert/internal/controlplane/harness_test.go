@@ -28,7 +28,10 @@ import (
 
 const (
 	settle = 100 * time.Millisecond // server settle window (absorbs in-place writers)
-	poll   = 100 * time.Millisecond // server poll interval: failures must not be re-counted per poll
+	// agentConnectTimeout bounds a test agent's connection attempt: one that fails
+	// sooner did not wait for it.
+	agentConnectTimeout = 10 * time.Second
+	poll                = 100 * time.Millisecond // server poll interval: failures must not be re-counted per poll
 )
 
 type replica struct {
@@ -196,7 +199,7 @@ func startAgent(t *testing.T, r *replica, cfg agent.Config, mutate ...func(*agen
 	cfg.Server = r.addr
 	cfg.Logger, cfg.Registerer = slog.New(slog.NewTextHandler(ta.logs, nil)), ta.reg
 	cfg.HeartbeatInterval = 50 * time.Millisecond
-	cfg.HeartbeatTimeout, cfg.ConnectTimeout = 10*time.Second, 10*time.Second // -race on a busy machine: no spurious drops
+	cfg.HeartbeatTimeout, cfg.ConnectTimeout = 10*time.Second, agentConnectTimeout // -race on a busy machine: no spurious drops
 	cfg.MinBackoff, cfg.MaxBackoff, cfg.ReconnectJitter = 20*time.Millisecond, 200*time.Millisecond, 20*time.Millisecond
 	for _, m := range mutate {
 		m(&cfg)

@@ -47,17 +47,15 @@ func TestMutualTLSWithClientCertificateRotation(t *testing.T) {
 	requireNoFailures(t, "client certificate renewal", []*replica{r}, agents)
 
 	// An agent without a client certificate is refused, fast, with a reason.
-	a, err := agent.New(agent.Config{Server: r.addr, CAFile: vol.path(), ServerName: "localhost", MinBackoff: time.Second})
+	// Its connect timeout is an hour: a refusal seen within the wait below came at
+	// once, not after a deadline.
+	a, err := agent.New(agent.Config{Server: r.addr, CAFile: vol.path(), ServerName: "localhost", MinBackoff: time.Second, ConnectTimeout: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rejectedBefore := r.srv.Stats().FailuresByReason[agentrpc.ReasonNoClientCert]
-	started := time.Now()
 	runAgent(t, a)
 	testutil.WaitFor(t, "the agent without a certificate to be refused", func() bool { return a.Stats().ConnectFailures > 0 })
-	if d := time.Since(started); d > 3*time.Second {
-		t.Fatalf("refusal took %s (%+v)", d, a.Stats())
-	}
 	// TLS 1.3 lets the client finish its handshake before the server refuses it: the
 	// agent sees the alert, or the connection closing under its first write.
 	for reason := range a.Stats().ConnectFailuresByReason {

@@ -80,7 +80,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg:      cfg,
-		log:      cfg.Logger,
+		log:      cfg.Logger.With("replica", cfg.Replica), // every line names the replica once, its reloaders' and drains' too
 		stopping: make(chan struct{}),
 		sessions: make(map[*session]struct{}),
 		gone:     make(map[string]departure),
@@ -382,7 +382,7 @@ func (s *Server) authRejected(remote, agentID, reason string, err error) {
 	s.mu.Lock()
 	s.refused[reason]++
 	s.mu.Unlock()
-	attrs := []any{s.cfg.ComponentKey, s.cfg.Component, "replica", s.cfg.Replica, "remote", remote, "reason", reason, "error", err.Error()}
+	attrs := []any{s.cfg.ComponentKey, s.cfg.Component, "remote", remote, "reason", reason, "error", err.Error()}
 	if agentID != "" {
 		attrs = append(attrs, "agent", agentID)
 	}

@@ -212,7 +212,7 @@ func (s *Server) freshToken(sess *session, force bool) string {
 	}
 	tok, err := ks.Issue(sess.info.ID, s.cfg.TokenTTL)
 	if err != nil {
-		s.log.Warn("issuing an agent token failed", s.cfg.ComponentKey, s.cfg.Component, "replica", s.cfg.Replica, "agent", sess.info.ID, "error", err.Error())
+		s.log.Warn("issuing an agent token failed", s.cfg.ComponentKey, s.cfg.Component, "agent", sess.info.ID, "error", err.Error())
 		return ""
 	}
 	sess.tokenAt, sess.tokenKid = now, kid
@@ -238,7 +238,7 @@ func (s *Server) addSession(sess *session) {
 	delete(s.gone, sess.info.ID) // back: no longer departed
 	s.mu.Unlock()
 	s.opened.Add(1)
-	s.log.Debug("agent stream opened", s.cfg.ComponentKey, s.cfg.Component, "replica", s.cfg.Replica, "agent", sess.info.ID, "remote", sess.info.Remote)
+	s.log.Debug("agent stream opened", s.cfg.ComponentKey, s.cfg.Component, "agent", sess.info.ID, "remote", sess.info.Remote)
 	s.emit(Event{Kind: EventStreamOpened, AgentID: sess.info.ID, Remote: sess.info.Remote})
 }
 
@@ -249,7 +249,7 @@ func (s *Server) removeSession(sess *session, reason string) {
 	s.mu.Unlock()
 	s.closed.Add(1)
 	d := time.Since(sess.info.Since)
-	s.log.Debug("agent stream closed", s.cfg.ComponentKey, s.cfg.Component, "replica", s.cfg.Replica, "agent", sess.info.ID,
+	s.log.Debug("agent stream closed", s.cfg.ComponentKey, s.cfg.Component, "agent", sess.info.ID,
 		"remote", sess.info.Remote, "duration", d.Round(time.Millisecond).String(), "reason", reason)
 	s.emit(Event{Kind: EventStreamClosed, AgentID: sess.info.ID, Remote: sess.info.Remote, Duration: d, Reason: reason})
 }

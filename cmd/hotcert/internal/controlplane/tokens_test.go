@@ -182,10 +182,11 @@ func TestTokensAreRequired(t *testing.T) {
 			} {
 				var mu sync.Mutex
 				var failed []agent.Event
-				start := time.Now()
 				a, err := agent.New(agent.Config{
 					ID: bad.id, Server: r.addr, ServerName: "localhost", CAFile: vol.path(), Token: bad.token,
-					ConnectTimeout: 30 * time.Second, MinBackoff: time.Hour, MaxBackoff: time.Hour,
+					// An hour: a refusal seen within the wait below came at once, not
+					// after a deadline.
+					ConnectTimeout: time.Hour, MinBackoff: time.Hour, MaxBackoff: time.Hour,
 					OnEvent: func(e agent.Event) {
 						if e.Kind == agent.EventConnectFailed {
 							mu.Lock()
@@ -199,9 +200,6 @@ func TestTokensAreRequired(t *testing.T) {
 				}
 				runAgent(t, a)
 				testutil.WaitFor(t, bad.id+" to be refused", func() bool { mu.Lock(); defer mu.Unlock(); return len(failed) > 0 })
-				if d := time.Since(start); d > 5*time.Second {
-					t.Errorf("%s: refused after %s, want at once", bad.id, d)
-				}
 				mu.Lock()
 				ev := failed[0]
 				mu.Unlock()

@@ -111,7 +111,7 @@ func (g *trustGuard) evaluate() {
 	}
 	lacking, agents := g.agentsLacking(next)
 	cfg := g.s.cfg
-	attrs := []any{cfg.ComponentKey, cfg.Component, "replica", cfg.Replica,
+	attrs := []any{cfg.ComponentKey, cfg.Component,
 		"serial", hotcert.FormatSerial(next.Leaf().SerialNumber), "issuer", next.Leaf().Issuer.String(),
 		"agents_lacking_issuer", lacking, "agents", agents}
 	switch {

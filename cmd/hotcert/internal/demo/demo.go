@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,8 +29,21 @@ type PhaseResult struct {
 	Moves           string // how agents were moved onto the new material: graceful drain or forced reconnect
 	Forced          uint64 // streams the demo dropped on purpose (forced reconnects)
 	Drained         uint64 // streams a replica ended cleanly to move its agent (graceful reconnect)
+	// ReloadLatencies are the phase's server reloads, rename → served, one per
+	// replica reload in the order they happened; ReloadP50 and ReloadP99 are their
+	// nearest-rank percentiles (of two reloads, the faster and the slower).
+	ReloadLatencies []time.Duration
 	ReloadP50       time.Duration
 	ReloadP99       time.Duration
+	// Gaps are how long agents that reconnected in the phase were without a stream
+	// (stream end to next registered stream); NotConnectedP50 and NotConnectedMax
+	// sum them up.
+	Gaps                             []time.Duration
+	NotConnectedP50, NotConnectedMax time.Duration
+	// CPUWaitP50 and CPUWaitP99 are how long a goroutine due to run waited for a CPU
+	// during the phase: from CPUWaitP99 ≥ 50ms on, the phase was bound by the
+	// machine's CPU (CPUBound), and so were its times not connected.
+	CPUWaitP50, CPUWaitP99 time.Duration
 	// Readiness is the verdict of hotcert rotation status the phase waited for (CA
 	// rotation phases only).
 	Readiness string
@@ -199,7 +211,7 @@ func (s *story) finish(ctx context.Context, cfg Config, res *Result) (*Result, e
 		return res, err
 	}
 	res.Spread, res.Tokens = s.spread, s.tokens
-	writeSummary(cfg.Stdout, res, s.w.latencies())
+	writeSummary(cfg.Stdout, res)
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("demo: interrupted: %w", ctx.Err())
 	}
@@ -217,7 +229,7 @@ func (s *story) play(ctx context.Context, ph phase) PhaseResult {
 	connects, fails, aborted := w.c.connects.Load(), w.c.handshakeFails.Load(), w.c.aborted.Load()
 	drops, forced, reloads := w.c.drops.Load(), w.c.forcedDrops.Load(), w.c.reloads.Load()
 	rejected, bundles, refused, drained := w.c.unauthenticated.Load(), w.c.bundleReloads.Load(), w.refusals(), w.c.drained.Load()
-	lats := len(w.latencies())
+	lats, gaps, cpu := w.reloadLats.mark(), w.gaps.mark(), w.cpu.mark()
 	s.readiness = ""
 	err := ph.run(ctx)
 	pr := PhaseResult{
@@ -240,14 +252,18 @@ func (s *story) play(ctx context.Context, ph phase) PhaseResult {
 	if pr.UnexpectedDrops < 0 {
 		pr.UnexpectedDrops = 0 // a dropped connection that had no stream yet
 	}
-	all := w.latencies()
-	if phaseLats := all[min(lats, len(all)):]; len(phaseLats) > 0 {
-		slices.Sort(phaseLats)
-		pr.ReloadP50 = phaseLats[len(phaseLats)/2]
-		pr.ReloadP99 = phaseLats[(len(phaseLats)*99)/100]
-	}
+	pr.ReloadLatencies = w.reloadLats.since(lats)
+	pr.ReloadP50, pr.ReloadP99 = percentile(pr.ReloadLatencies, 0.5), percentile(pr.ReloadLatencies, 0.99)
+	pr.Gaps = w.gaps.since(gaps)
+	pr.NotConnectedP50, pr.NotConnectedMax = percentile(pr.Gaps, 0.5), percentile(pr.Gaps, 1)
+	waits := w.cpu.since(cpu)
+	pr.CPUWaitP50, pr.CPUWaitP99 = percentile(waits, 0.5), percentile(waits, 0.99)
 	return pr
 }
+
+// CPUBound reports whether the phase was bound by the machine's CPU: a goroutine
+// due to run waited at least 50ms for a core in one probe out of a hundred.
+func (pr PhaseResult) CPUBound() bool { return pr.CPUWaitP99 >= cpuBoundWait }
 
 func verdict(pr PhaseResult) string {
 	if b := brokenIn(pr); len(b) > 0 {

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
@@ -41,6 +42,16 @@ func TestDemoHoldsEveryInvariant(t *testing.T) {
 	if res.Phases[0].Reloads != 2 || res.Phases[2].Reloads != 2 {
 		t.Errorf("each replica must reload once per server-certificate rotation: %d, %d", res.Phases[0].Reloads, res.Phases[2].Reloads)
 	}
+	// Each phase's reload latencies are its own reloads'; how long agents were not
+	// connected is measured for every agent that reconnected.
+	for _, ph := range res.Phases {
+		if len(ph.ReloadLatencies) != int(ph.Reloads) || ph.ReloadP50 > ph.ReloadP99 {
+			t.Errorf("%s: %d reloads, %d latencies (p50 %s, p99 %s)", ph.Name, ph.Reloads, len(ph.ReloadLatencies), ph.ReloadP50, ph.ReloadP99)
+		}
+		if len(ph.Gaps) < 10 || ph.NotConnectedP50 <= 0 || ph.NotConnectedP50 > ph.NotConnectedMax {
+			t.Errorf("%s: %d times not connected for 10 agents that reconnected (p50 %s, max %s)", ph.Name, len(ph.Gaps), ph.NotConnectedP50, ph.NotConnectedMax)
+		}
+	}
 	// How agents moved, on both sides: server certificates by graceful drain, CA
 	// bundles by a forced reconnect, each agent reloading its bundle once.
 	for _, i := range []int{0, 2, 6} {
@@ -64,7 +75,7 @@ func TestDemoHoldsEveryInvariant(t *testing.T) {
 	if ph := res.Phases[4]; ph.Refused != 1 {
 		t.Errorf("%s: %d refused reloads, want 1", ph.Name, ph.Refused)
 	}
-	for _, want := range []string{"agents moved by", "forced drops", "reloads (replicas/agents)", "refused reloads", "forced reconnect = the demo drops every connection"} {
+	for _, want := range []string{"agents moved by", "forced drops", "reloads (replicas/agents)", "refused reloads", "forced reconnect = the demo drops every connection", "not connected p50/max"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}
@@ -101,6 +112,39 @@ func TestDemoHoldsEveryInvariant(t *testing.T) {
 	if strings.Contains(string(logs), "PRIVATE KEY") || strings.Contains(string(logs), "eyJ") {
 		t.Error("the log contains key material or a token")
 	}
+	// One key, one meaning: no line names its agent or replica twice.
+	for i, line := range strings.Split(strings.TrimSpace(string(logs)), "\n") {
+		if dup := duplicateKeys(t, line); len(dup) > 0 {
+			t.Fatalf("demo.log line %d carries %v twice: %s", i+1, dup, line)
+		}
+	}
+}
+
+// duplicateKeys returns the top-level keys a JSON object line carries more than once.
+func duplicateKeys(t *testing.T, line string) []string {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(line))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("not a JSON object: %s", line)
+	}
+	seen := map[string]bool{}
+	var dup []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		key := tok.(string)
+		if seen[key] {
+			dup = append(dup, key)
+		}
+		seen[key] = true
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+	}
+	return dup
 }
 
 // With the trust guards on (hotcert demo's default), the one-step CA swap completes
@@ -197,6 +241,9 @@ func requireTimelineShowsEveryPhase(t *testing.T, res *Result) {
 			t.Errorf("timeline lacks the %s (has %v)", want, bands)
 		}
 	}
+	if note := texts(withClass(els, "legend-refused")); !strings.Contains(note, "cert 4 (CA 2026): never served") || !strings.Contains(note, "refused by replica-0") {
+		t.Errorf("the legend does not say why cert 4 has no band: %q", note)
+	}
 	for b := range bands {
 		if strings.Contains(b, "cert 4 ") { // cert 4 is the botched one: never served
 			t.Errorf("timeline shows the botched certificate served: %s", b)
@@ -228,6 +275,40 @@ func TestInterruptedDemoClaimsOnlyWhatItChecked(t *testing.T) {
 	if !strings.Contains(text, "interrupted: in the 1 phases that finished") || !strings.Contains(text, "not run, so not checked: CA step 1: union bundle") {
 		t.Errorf("the summary does not say what was checked:\n%s", text)
 	}
+}
+
+// A demo interrupted in its first phase, after a replica reloaded, reports no
+// reload latency: the phase did not finish, so none of its measures count.
+func TestInterruptedDemoCountsOnlyFinishedPhases(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out strings.Builder
+	_, err := Run(ctx, Config{Out: t.TempDir(), Agents: 4, Short: true, Stdout: &out, PhaseTimeout: 30 * time.Second,
+		NewLogger: func(w io.Writer) (*slog.Logger, error) {
+			// Interrupted once a replica drains its agents: it reloaded (and its reload
+			// latency was measured) before it drains.
+			return slog.New(slog.NewTextHandler(&cancelOn{w: w, msg: "draining connections onto the new certificate", cancel: cancel}, nil)), nil
+		}})
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("an interrupted demo returned %v", err)
+	}
+	if s := out.String(); !strings.Contains(s, "interrupted before the first phase finished") || strings.Contains(s, "reload latency") {
+		t.Errorf("an interrupted demo reports the unfinished phase's reloads:\n%s", s)
+	}
+}
+
+// cancelOn passes writes to w and cancels once one carries msg.
+type cancelOn struct {
+	w      io.Writer
+	msg    string
+	cancel context.CancelFunc
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), c.msg) {
+		c.cancel()
+	}
+	return c.w.Write(p)
 }
 
 // watchWriter collects the demo's output, notes whether --out held files when the

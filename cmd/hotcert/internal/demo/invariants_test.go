@@ -14,7 +14,7 @@ import (
 func TestSummaryClaimsOnlyWhatWasChecked(t *testing.T) {
 	summary := func(res *Result) string {
 		var out strings.Builder
-		writeSummary(&out, res, nil)
+		writeSummary(&out, res)
 		return out.String()
 	}
 

@@ -403,6 +403,7 @@ func (s *story) botched(ctx context.Context) error {
 		return fmt.Errorf("%s did not refuse the botched certificate: %w", r.name, err)
 	}
 	s.w.tl.Mark(MarkFailure, r.name+" refused a key that does not match")
+	s.w.tl.Refused(s.w.certName(fp), "refused by "+r.name+" (key mismatch)")
 	if err := s.reconnectAll(ctx); err != nil { // service goes on, on the last good certificate
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"html"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -34,10 +35,12 @@ const (
 	hsBuckets           = 120
 )
 
+// Each panel has colours of its own, so that a colour names one band across the
+// picture: a certificate, a set of CAs, or an issuer.
 var (
 	servedColors  = []string{"#4e79a7", "#59a14f", "#76b7b2", "#9c755f", "#edc948", "#b07aa1"}
-	trustColors   = []string{"#f28e2b", "#b07aa1", "#e15759", "#59a14f", "#76b7b2"}
-	issuerColors  = []string{"#8cd17d", "#499894", "#f1ce63", "#86bcb6", "#ff9d9a"}
+	trustColors   = []string{"#f28e2b", "#e15759", "#d37295", "#bab0ac", "#ffbe7d"}
+	issuerColors  = []string{"#8cd17d", "#499894", "#f1ce63", "#a0cbe8", "#fabfd2"}
 	notConnected  = "#d9d9d9"
 	markColors    = map[MarkKind]string{MarkReload: "#1f4e99", MarkBundleReload: "#7b3294", MarkFailure: "#d62728", MarkForced: "#e8740c", MarkDrain: "#2ca02c", MarkKeys: "#333333", MarkPhase: "#888888"}
 	notConnectedL = "not connected"
@@ -45,7 +48,7 @@ var (
 
 // WriteSVG draws the timeline as one SVG document.
 func (t *Timeline) WriteSVG(w io.Writer, title string) error {
-	samples, marks, certs, bundles, issuers := t.snapshot()
+	samples, marks, certs, bundles, issuers, refused := t.snapshot()
 	plotW := svgWidth - plotLeft - plotRight
 	end := time.Second
 	agents, replicas := 1, 1
@@ -111,7 +114,7 @@ func (t *Timeline) WriteSVG(w io.Writer, title string) error {
 	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="#555">time since start</text>`+"\n", plotLeft+plotW+12, axisY+15)
 
 	drawMarks(&b, marks, x)
-	legend(&b, plotLeft+plotW+24, servedLabels, servedFill, bundles, issuers)
+	legend(&b, plotLeft+plotW+24, servedLabels, servedFill, neverServed(refused, certs), bundles, issuers)
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -219,7 +222,7 @@ func drawMarks(b *strings.Builder, marks []Mark, x func(time.Duration) float64) 
 }
 
 // legend explains every band and mark.
-func legend(b *strings.Builder, lx float64, servedLabels []string, servedFill func(int) string, bundles, issuers []string) {
+func legend(b *strings.Builder, lx float64, servedLabels []string, servedFill func(int) string, refused []refusal, bundles, issuers []string) {
 	y := servedTop
 	line := func(format string, args ...any) {
 		fmt.Fprintf(b, format, args...)
@@ -230,6 +233,10 @@ func legend(b *strings.Builder, lx float64, servedLabels []string, servedFill fu
 	line(`<text x="%.1f" y="%.1f" font-weight="bold">server certificate served</text>`, lx, y)
 	for i, l := range servedLabels {
 		line(`<rect class="legend-entry" x="%.1f" y="%.1f" width="12" height="10" fill="%s"/><text x="%.1f" y="%.1f">%s</text>`, lx, y-9, servedFill(i), lx+18, y, esc(l))
+	}
+	for _, r := range refused { // no band: say why the numbering skips it
+		line(`<text class="legend-refused" x="%.1f" y="%.1f" fill="#555"><tspan fill="%s">✕</tspan> %s: never served,</text>`, lx+1, y, markColors[MarkFailure], esc(r.name))
+		line(`<text class="legend-refused" x="%.1f" y="%.1f" fill="#555">%s</text>`, lx+18, y, esc(r.why))
 	}
 	y += 6
 	line(`<text x="%.1f" y="%.1f" font-weight="bold">CA bundle trusted</text>`, lx, y)
@@ -269,6 +276,17 @@ func legend(b *strings.Builder, lx float64, servedLabels []string, servedFill fu
 		line(`<g class="legend-entry %s">%s<text x="%.1f" y="%.1f">%s</text></g>`, e.kind, shape, lx+18, y, esc(e.text))
 	}
 	b.WriteString("</g>\n")
+}
+
+// neverServed are the refused certificates that have no band.
+func neverServed(refused []refusal, served []string) []refusal {
+	var out []refusal
+	for _, r := range refused {
+		if !slices.Contains(served, r.name) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func total(m map[string]int) int {

@@ -53,7 +53,13 @@ type Timeline struct {
 	phase   string
 	// certs, bundles and issuers are the band labels in order of first appearance.
 	certs, bundles, issuers []string
+	// refused are certificates a replica refused, with why: the legend names those
+	// never served, which have no band.
+	refused []refusal
 }
+
+// refusal is a certificate a replica refused, and why.
+type refusal struct{ name, why string }
 
 // NewTimeline starts a timeline at now.
 func NewTimeline() *Timeline { return &Timeline{start: time.Now()} }
@@ -91,6 +97,15 @@ func (t *Timeline) Mark(kind MarkKind, label string) {
 	t.marks = append(t.marks, Mark{At: time.Since(t.start), Kind: kind, Label: label, Phase: t.phase})
 }
 
+// Refused records that a replica refused the server certificate the timeline names
+// name, and why: the legend says so when it was never served (it has no band, and
+// the certificates' numbering skips it).
+func (t *Timeline) Refused(name, why string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.refused = append(t.refused, refusal{name: name, why: why})
+}
+
 // Marks returns a copy of the marks recorded so far.
 func (t *Timeline) Marks() []Mark {
 	t.mu.Lock()
@@ -99,10 +114,10 @@ func (t *Timeline) Marks() []Mark {
 }
 
 // snapshot returns copies of everything WriteSVG draws.
-func (t *Timeline) snapshot() (samples []Sample, marks []Mark, certs, bundles, issuers []string) {
+func (t *Timeline) snapshot() (samples []Sample, marks []Mark, certs, bundles, issuers []string, refused []refusal) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return slices.Clone(t.samples), slices.Clone(t.marks), slices.Clone(t.certs), slices.Clone(t.bundles), slices.Clone(t.issuers)
+	return slices.Clone(t.samples), slices.Clone(t.marks), slices.Clone(t.certs), slices.Clone(t.bundles), slices.Clone(t.issuers), slices.Clone(t.refused)
 }
 
 func sortedKeys(m map[string]int) []string {

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"encoding/xml"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -147,5 +148,57 @@ func TestTimelineDrawsBandsMarksAndLegend(t *testing.T) {
 	}
 	if len(withClass(els, "bar ok")) == 0 || len(withClass(els, "bar failed")) != 1 {
 		t.Errorf("handshake bars: %d ok, %d failed", len(withClass(els, "bar ok")), len(withClass(els, "bar failed")))
+	}
+}
+
+// A refused certificate that was never served has no band: the legend says so and
+// why, instead of silently skipping its number; one it did serve is not called
+// never served.
+func TestTimelineLegendSaysWhyARefusedCertificateHasNoBand(t *testing.T) {
+	tl := NewTimeline()
+	tl.Sample(Sample{Served: map[string]int{"cert 3 (CA 2026)": 10}})
+	tl.Refused("cert 4 (CA 2026)", "refused by replica-0 (its key does not match)")
+	tl.Sample(Sample{Served: map[string]int{"cert 5 (CA 2026)": 10}})
+	tl.Refused("cert 5 (CA 2026)", "refused by replica-1")
+	var b strings.Builder
+	if err := tl.WriteSVG(&b, "hotcert demo"); err != nil {
+		t.Fatal(err)
+	}
+	note := texts(withClass(parseSVG(t, b.String()), "legend-refused"))
+	if !strings.Contains(note, "cert 4 (CA 2026): never served") || !strings.Contains(note, "refused by replica-0 (its key does not match)") || strings.Contains(note, "cert 5") {
+		t.Errorf("legend notes on refused certificates:\n%s", note)
+	}
+}
+
+// A colour names one band across the picture: no two panels share one.
+func TestTimelinePanelsShareNoColour(t *testing.T) {
+	tl := NewTimeline()
+	s := Sample{Served: map[string]int{}, Trusted: map[string]int{}, Issuers: map[string]int{}, Disconnected: 1}
+	for i := range 6 {
+		s.Served[fmt.Sprintf("cert %d", i)] = 1
+	}
+	for i := range 5 {
+		s.Trusted[fmt.Sprintf("trusts %d", i)] = 1
+		s.Issuers[fmt.Sprintf("issued by %d", i)] = 1
+	}
+	tl.Sample(s)
+	tl.Sample(s)
+	var b strings.Builder
+	if err := tl.WriteSVG(&b, "hotcert demo"); err != nil {
+		t.Fatal(err)
+	}
+	panelOf := map[string]string{} // fill → the panel whose band uses it
+	for _, e := range parseSVG(t, b.String()) {
+		panel, ok := strings.CutPrefix(e.Class, "band ")
+		if !ok {
+			continue
+		}
+		if other, seen := panelOf[e.Fill]; seen && other != panel {
+			t.Errorf("%s (%s) has the colour %s of a %s band", e.Label, panel, e.Fill, other)
+		}
+		panelOf[e.Fill] = panel
+	}
+	if len(panelOf) != 6+1+5+5 {
+		t.Errorf("%d colours for 6 certificates, not connected, 5 CA sets and 5 issuers", len(panelOf))
 	}
 }

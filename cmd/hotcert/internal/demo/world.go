@@ -39,8 +39,7 @@ type replica struct {
 	reg       *prometheus.Registry
 
 	mu     sync.Mutex
-	swapAt time.Time       // when the kubelet-style rename happened
-	lat    []time.Duration // rename → served, per reload
+	swapAt time.Time // when the kubelet-style rename happened
 }
 
 // counters are totals over the whole run, read per phase as differences.
@@ -77,6 +76,11 @@ type world struct {
 	agentConnects map[string]*atomic.Uint64
 	botched       atomic.Pointer[hotcert.Fingerprint]
 
+	// Measured over the whole run, each phase taking what it measured.
+	reloadLats series    // rename → served, of every replica's reloads in the order they happened
+	gaps       *gaps     // how long agents were without a stream
+	cpu        *cpuProbe // how long a goroutine due to run waited for a CPU
+
 	mu           sync.Mutex
 	connectTimes []time.Time                    // when each agent stream was registered
 	certNames    map[hotcert.Fingerprint]string // server certificates by the names the timeline shows
@@ -106,7 +110,8 @@ func newWorld(cfg Config, rootCA *hotcerttest.CA, first *hotcerttest.Leaf, signi
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	w := &world{cfg: cfg, logFile: logFile, tl: NewTimeline(), certNames: map[hotcert.Fingerprint]string{}, issuerNames: map[hotcert.Fingerprint]string{}, caNames: map[hotcert.Fingerprint]string{}}
+	w := &world{cfg: cfg, logFile: logFile, tl: NewTimeline(), certNames: map[hotcert.Fingerprint]string{}, issuerNames: map[hotcert.Fingerprint]string{}, caNames: map[hotcert.Fingerprint]string{},
+		gaps: newGaps(), cpu: &cpuProbe{period: 10 * time.Millisecond}}
 	w.sink = newLogSink(logFile)
 	if w.log, err = cfg.NewLogger(w.sink); err != nil {
 		logFile.Close()
@@ -134,6 +139,7 @@ func newWorld(cfg Config, rootCA *hotcerttest.CA, first *hotcerttest.Leaf, signi
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
+	w.wg.Go(func() { w.cpu.run(ctx) })
 	for i := range cfg.Replicas {
 		if err := w.startReplica(ctx, fmt.Sprintf("replica-%d", i), first); err != nil {
 			w.close()
@@ -207,7 +213,7 @@ func (w *world) startReplica(ctx context.Context, name string, leaf *hotcerttest
 		// over this window (the demo's forced reconnects preempt it in earlier phases).
 		DrainWindow: w.drainWindow(),
 		DrainGrace:  10 * time.Second,
-		Logger:      w.log.With("replica", name),
+		Logger:      w.log, // the replica names itself on every line (replica=replica-1)
 		Registerer:  r.reg,
 		// A new leaf whose issuer some agents do not trust yet waits for them.
 		TrustGuard:         w.cfg.TrustGuards,
@@ -227,8 +233,8 @@ func (w *world) startReplica(ctx context.Context, name string, leaf *hotcerttest
 	unsub := r.srv.Certificate().Subscribe(func(_, next *hotcert.Material) {
 		r.mu.Lock()
 		lat := time.Since(r.swapAt)
-		r.lat = append(r.lat, lat)
 		r.mu.Unlock()
+		w.reloadLats.add(lat)
 		w.c.reloads.Add(1)
 		w.tl.Mark(MarkReload, fmt.Sprintf("%s serves serial %s", name, hotcert.FormatSerial(next.Leaf().SerialNumber)))
 	})
@@ -252,6 +258,13 @@ func (w *world) startAgent(ctx context.Context, i int) error {
 		hb = time.Second
 	}
 	jitter := max(300*time.Millisecond, time.Duration(w.cfg.Agents)*2*time.Millisecond)
+	// The heartbeats are compressed so that tokens reach every agent within seconds;
+	// the timeout need not be: replicas never die in the demo (a forced reconnect
+	// closes the connections, which agents notice at once), so it only guards
+	// against a dead peer, and a reconnect herd on a CPU-starved machine (every TLS
+	// handshake under -race) can delay a replica's answers by seconds. An operator's
+	// default (10s heartbeats, 30s timeout) has that margin too.
+	timeout := max(10*time.Second, 3*hb)
 	// The bootstrap token an operator would provision (a projected token file): issued
 	// by one replica, verified by all of them. Once connected, the agent presents the
 	// tokens the replicas hand it.
@@ -265,8 +278,9 @@ func (w *world) startAgent(ctx context.Context, i int) error {
 		Server:            r.addr,
 		ServerName:        "localhost",
 		CAFile:            w.caPath(),
-		Logger:            w.log.With("agent", i),
+		Logger:            w.log, // the agent names itself on every line (agent=agent-0007)
 		HeartbeatInterval: hb,
+		HeartbeatTimeout:  timeout,
 		ConnectTimeout:    10 * time.Second,
 		MinBackoff:        100 * time.Millisecond,
 		MaxBackoff:        time.Second,
@@ -411,6 +425,7 @@ func (w *world) movedOnto(fp hotcert.Fingerprint, before []uint64) func() int {
 func (w *world) onAgentEvent(ev agent.Event) {
 	switch ev.Kind {
 	case agent.EventConnected:
+		w.gaps.connected(ev.AgentID, ev.Time)
 		w.c.connects.Add(1)
 		defer w.agentConnects[ev.AgentID].Add(1) // after the totals: see connectsOf
 		w.mu.Lock()
@@ -432,6 +447,7 @@ func (w *world) onAgentEvent(ev agent.Event) {
 			w.c.handshakeFails.Add(1) // drawn as red bars on the timeline
 		}
 	case agent.EventStreamDropped:
+		w.gaps.ended(ev.AgentID, ev.Time)
 		if ev.Reason == agent.ReasonServerClosed {
 			w.c.drained.Add(1) // a graceful drain: expected, not a drop
 			return
@@ -523,17 +539,6 @@ func (w *world) writeBundle(cas ...*hotcerttest.CA) error {
 		return fmt.Errorf("demo: writing the agents' CA bundle: %w", err)
 	}
 	return nil
-}
-
-// latencies returns every reload latency observed so far.
-func (w *world) latencies() []time.Duration {
-	var out []time.Duration
-	for _, r := range w.replicas {
-		r.mu.Lock()
-		out = append(out, r.lat...)
-		r.mu.Unlock()
-	}
-	return out
 }
 
 func (w *world) close() {
