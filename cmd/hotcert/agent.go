@@ -63,7 +63,7 @@ A refused token fails the attempt with reason "unauthenticated" and backs off.`,
 	fl.StringVar(&f.tokenFile, "token-file", "", "bootstrap bearer token (JWT) for a control plane that requires one, re-read on every connection")
 	fl.BoolVar(&c.Watch, "watch", true, "also follow the files between connections, so metrics and logs show a change before the next reconnect")
 	fl.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "heartbeat period")
-	fl.DurationVar(&c.HeartbeatTimeout, "heartbeat-timeout", 0, "drop and reopen a stream that received nothing for this long (default: three heartbeat periods)")
+	fl.DurationVar(&c.HeartbeatTimeout, "heartbeat-timeout", 0, "drop and reopen a stream that received nothing for this long while the heartbeats sent meanwhile went unanswered (default: three heartbeat periods)")
 	fl.DurationVar(&c.ConnectTimeout, "connect-timeout", 10*time.Second, "bound on opening a stream (dial, handshake, register)")
 	fl.DurationVar(&c.MinBackoff, "min-backoff", time.Second, "first delay after a failed connection attempt (doubles, jittered)")
 	fl.DurationVar(&c.MaxBackoff, "max-backoff", 30*time.Second, "longest delay between failed connection attempts")
