@@ -43,6 +43,9 @@ const (
 	// reasonNoPodTemplate: a declared kind's object has no pod template
 	// where its ReferenceRule says (spec.rollout.podTemplate).
 	reasonNoPodTemplate reason = "no_pod_template"
+	// reasonFieldPruned: the API server did not keep the field a declared
+	// kind's rollout writes (spec.rollout.restartAt not in the kind's schema).
+	reasonFieldPruned reason = "field_pruned"
 )
 
 // eventReason is the reason of an Event on the workload (docs/rollout-controller.md
@@ -65,8 +68,9 @@ const (
 	// eventDeferred: a change waits for the minimum interval, the previous
 	// rollout or the global budget.
 	eventDeferred eventReason = "RolloutDeferred"
-	// eventRefused: a required object or key is missing, or TLS content is
-	// unusable: no rollout.
+	// eventRefused: a required object or key is missing, TLS content is
+	// unusable, or the API server did not keep a declared kind's rollout
+	// field: no rollout.
 	eventRefused eventReason = "RolloutRefused"
 	// eventWouldRoll: dry run; the rollout that would have been made.
 	eventWouldRoll eventReason = "WouldRoll"

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -440,8 +442,22 @@ func (r *reconciler) roll(ctx context.Context, w *workload, what string) error {
 		return err
 	}
 	setAnnotations(obj, w.recorded.Rolled(w.cfg, w.now).Annotations())
-	if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(rollout.FieldManager)); err != nil {
+	opts := []client.PatchOption{client.FieldOwner(rollout.FieldManager)}
+	if r.kind.held != nil {
+		// A declared kind's rule names the field written: one the kind's
+		// schema does not have is refused, not pruned in silence.
+		opts = append(opts, client.FieldValidation(metav1.FieldValidationStrict))
+	}
+	err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), opts...)
+	if r.kind.held != nil {
+		err = r.kind.held(obj, w.cfg.Hash, w.now, err)
+	}
+	if err != nil {
 		r.shared.budget.Release(w.key, w.now)
+		if notKept := (*referencerules.NotKeptError)(nil); errors.As(err, &notKept) {
+			r.notKept(ctx, w, what, notKept)
+			return nil
+		}
 		return err
 	}
 	r.settled(w.key)
@@ -451,6 +467,18 @@ func (r *reconciler) roll(ctx context.Context, w *workload, what string) error {
 	})
 	log.FromContext(ctx).Info("rolled", "changes", what, "hash", w.cfg.Hash)
 	return nil
+}
+
+// notKept reports a rollout the API server did not keep: the field the
+// declared kind's rule writes is not in its schema. Nothing rolled; the same
+// change is not tried again until the rule, the object or what it consumes
+// changes.
+func (r *reconciler) notKept(ctx context.Context, w *workload, what string, err *referencerules.NotKeptError) {
+	r.report.report(w.obj, r.kind.name, w.key, outcome{
+		sig: "notkept/" + w.cfg.Hash + "/" + err.Path, result: resultRefused, reason: reasonFieldPruned, event: eventRefused, warning: true,
+		note: fmt.Sprintf("not rolled: %s; %v; fix the rule's rollout.restartAt (or the kind's CRD); the running pods keep their current configuration", what, err),
+	})
+	log.FromContext(ctx).Error(err, "not rolled: the API server does not keep the field the rollout writes", "changes", what, "field", err.Path, "rule", err.Rule)
 }
 
 // refuse reports why the workload is not rolled (or not adopted).

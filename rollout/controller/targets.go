@@ -3,11 +3,13 @@ package controller
 import (
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -139,6 +141,20 @@ func (d *declaredKind) workloadKind() workloadKind {
 				return errNotDeclared
 			}
 			return t.Roll(o, hash, now)
+		},
+		held: func(obj client.Object, hash string, now time.Time, writeErr error) error {
+			t, o := current(obj)
+			switch {
+			case t == nil:
+				return writeErr
+			case writeErr != nil:
+				if (apierrors.IsInvalid(writeErr) || apierrors.IsBadRequest(writeErr)) && strings.Contains(writeErr.Error(), "unknown field") {
+					// Refused by strict field validation: nothing was written.
+					return &referencerules.NotKeptError{Kind: t.GVK.Kind, Path: t.RollPath(), Rule: t.Rule, Err: writeErr}
+				}
+				return writeErr
+			}
+			return t.Held(o, hash, now)
 		},
 		progress: func(obj client.Object) progress.Progress {
 			t, o := current(obj)

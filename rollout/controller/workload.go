@@ -25,6 +25,11 @@ type workloadKind struct {
 	// roll makes the change to obj that rolls it (stamp the hash, or set a
 	// restart time).
 	roll func(obj client.Object, hash string, now time.Time) error
+	// held, for a declared kind (nil for the built-in ones), checks the
+	// write of roll's change: writeErr is the API server's answer, obj the
+	// object it returned. A *referencerules.NotKeptError says the field
+	// written was not kept (pruned by the kind's schema), so nothing rolled.
+	held func(obj client.Object, hash string, now time.Time, writeErr error) error
 	// progress judges obj's latest rollout.
 	progress func(obj client.Object) progress.Progress
 	// stripped reports whether obj is cached without its spec: workloads that

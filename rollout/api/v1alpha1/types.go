@@ -79,7 +79,8 @@ type ReferenceRuleStatus struct {
 	// ObservedGeneration is the generation of the spec the conditions
 	// describe.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: ConditionReady.
+	// Conditions: ConditionReady, and ConditionRolloutFieldKept for a rule
+	// with a rollout.
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
@@ -91,6 +92,19 @@ const (
 	ConditionReady   = "Ready"
 	ReasonApplied    = "Applied"
 	ReasonNotApplied = "NotApplied"
+)
+
+// ConditionRolloutFieldKept, on a rule with a rollout, says whether the CRD
+// of the declared kind keeps the field a rollout writes (rollout.restartAt,
+// or the pod template's annotations): True (ReasonInSchema), False
+// (ReasonPrunedBySchema: the schema prunes it, so every rollout of the kind
+// would be refused; the message names the field), Unknown (ReasonSchemaUnknown:
+// the CRD could not be read). A kind that is not a CRD has no such condition.
+const (
+	ConditionRolloutFieldKept = "RolloutFieldKept"
+	ReasonInSchema            = "InSchema"
+	ReasonPrunedBySchema      = "PrunedBySchema"
+	ReasonSchemaUnknown       = "SchemaUnknown"
 )
 
 // ReferenceRuleSpec is what a ReferenceRule declares about its target kind.

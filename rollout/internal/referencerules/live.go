@@ -49,6 +49,8 @@ type Live struct {
 	// (retried at every attempt).
 	applied string
 	stuck   map[string]error
+	// schemas: what the CRDs say of each rule's rollout field (checkSchemas).
+	schemas map[string]SchemaCheck
 
 	mu        sync.Mutex
 	handlers  []func([]WorkloadRef)
@@ -82,6 +84,9 @@ type RuleState struct {
 	// a kind an older rule describes), or that of the whole graph (an informer
 	// that does not sync), in which case the previous rules stay in use.
 	Err error
+	// Schema, for a rule whose rollout declares a CRD's kind, says whether
+	// the CRD's schema keeps the field a rollout writes.
+	Schema SchemaCheck
 }
 
 // OnRules registers fn, called after every attempt to apply the rules with
@@ -101,9 +106,9 @@ func (l *Live) reportRules(objs []any, bad map[string]error, err error) {
 	states := make([]RuleState, 0, len(objs))
 	for _, o := range objs {
 		if u, ok := o.(*unstructured.Unstructured); ok {
-			st := RuleState{Name: u.GetName(), Generation: u.GetGeneration(), Err: err}
+			st := RuleState{Name: u.GetName(), Generation: u.GetGeneration(), Err: err, Schema: l.schemas[u.GetName()]}
 			if e := bad[u.GetName()]; e != nil {
-				st.Err = e
+				st.Err, st.Schema = e, SchemaCheck{}
 			}
 			states = append(states, st)
 		}
@@ -332,6 +337,7 @@ func (l *Live) rebuild(ctx context.Context, objs []any) (bad map[string]error, e
 		rm.Reset() // a rule may name a CRD installed since
 	}
 	rules = l.sortOut(rules, bad)
+	l.checkSchemas(ctx, rules)
 	sig := signature(rules)
 	if l.cur.Load() != nil && sig == l.applied && len(l.stuck) == 0 {
 		return bad, nil // nothing new, nothing to retry
@@ -359,6 +365,10 @@ func (l *Live) rebuild(ctx context.Context, objs []any) (bad map[string]error, e
 		l.notify(old.Workloads())
 	}
 	l.notify(r.Workloads())
+	// Objects of a declared kind that are opted in, not reached by a chain:
+	// a change that waits for a fixed rule (a restartAt the schema pruned)
+	// rolls now.
+	l.notify(r.Declared())
 	return bad, nil
 }
 

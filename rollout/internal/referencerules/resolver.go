@@ -300,6 +300,25 @@ func (r *Resolver) Workloads() []WorkloadRef {
 	return r.reach(start)
 }
 
+// Declared returns every object of the workload kinds the graph declares: a
+// declaration new or changed (another restartAt, pod template or readiness)
+// applies to each of them from now on.
+func (r *Resolver) Declared() []WorkloadRef {
+	var out []WorkloadRef
+	for _, t := range r.graph.Targets() {
+		inf := r.crs[t.GVK.GroupKind()]
+		if inf == nil {
+			continue
+		}
+		for _, o := range inf.GetStore().List() {
+			if u := asUnstructured(o); u != nil {
+				out = append(out, WorkloadRef{Kind: t.GVK.Kind, Namespace: u.GetNamespace(), Name: u.GetName()})
+			}
+		}
+	}
+	return out
+}
+
 // reach walks up from start, through referring objects, to the workloads run by
 // any object reached.
 func (r *Resolver) reach(start []node) []WorkloadRef {

@@ -89,7 +89,14 @@ func (w *StatusWriter) write(ctx context.Context, st RuleState) error {
 				return err
 			}
 		}
-		if !meta.SetStatusCondition(&status.Conditions, cond) && status.ObservedGeneration == st.Generation {
+		changed := meta.SetStatusCondition(&status.Conditions, cond)
+		if st.Schema.Status != "" {
+			changed = meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1alpha1.ConditionRolloutFieldKept, ObservedGeneration: st.Generation,
+				Status: st.Schema.Status, Reason: st.Schema.Reason, Message: st.Schema.Message}) || changed
+		} else {
+			changed = meta.RemoveStatusCondition(&status.Conditions, v1alpha1.ConditionRolloutFieldKept) || changed
+		}
+		if !changed && status.ObservedGeneration == st.Generation {
 			return nil
 		}
 		status.ObservedGeneration = st.Generation

@@ -98,6 +98,60 @@ func (t *Target) Roll(obj map[string]any, hash string, now time.Time) error {
 	return unstructured.SetNestedField(obj, hash, path...)
 }
 
+// Held checks obj, the object as the API server returned it after the write
+// of Roll's change, for that change: the restartAt field holds now, or the pod
+// template the hash. An error says which field does not hold it: the API
+// server dropped it (a field the kind's schema does not have is pruned), and
+// nothing was rolled.
+func (t *Target) Held(obj map[string]any, hash string, now time.Time) error {
+	want := hash
+	if len(t.restartAt) > 0 {
+		want = now.UTC().Format(time.RFC3339)
+	}
+	got, found, err := unstructured.NestedFieldNoCopy(obj, t.rollPath()...)
+	if err == nil && found && got == want {
+		return nil
+	}
+	return &NotKeptError{Kind: t.GVK.Kind, Path: t.RollPath(), Rule: t.Rule}
+}
+
+// NotKeptError: the API server did not keep the field a rollout of a declared
+// kind writes (its schema prunes it, or a webhook removed it), so the write
+// rolled nothing.
+type NotKeptError struct {
+	Kind, Path, Rule string
+	// Err is the API server's refusal of the write, nil when it accepted the
+	// write and dropped the field.
+	Err error
+}
+
+func (e *NotKeptError) Error() string {
+	msg := fmt.Sprintf("the API server does not keep %s's %s (rule %s): the kind's schema has no such field, so a write of it is pruned", e.Kind, e.Path, e.Rule)
+	if e.Err != nil {
+		// The API server's message repeats the whole patch first: keep what
+		// it says of the field.
+		cause := e.Err.Error()
+		if i := strings.Index(cause, "strict decoding error"); i >= 0 {
+			cause = cause[i:]
+		}
+		return msg + "; the API server refused the write: " + cause
+	}
+	return msg + "; it was written but does not hold the value"
+}
+
+func (e *NotKeptError) Unwrap() error { return e.Err }
+
+// RollPath returns the dot-separated path of the field Roll writes: the
+// restartAt path, or the pod template's config-hash annotation.
+func (t *Target) RollPath() string { return strings.Join(t.rollPath(), ".") }
+
+func (t *Target) rollPath() []string {
+	if len(t.restartAt) > 0 {
+		return t.restartAt
+	}
+	return slices.Concat(t.template, []string{"metadata", "annotations", rollout.AnnotationConfigHash})
+}
+
 // Progress judges obj's latest rollout with the rule's readiness
 // expression; without one, it is done.
 func (t *Target) Progress(obj map[string]any) progress.Progress {

@@ -1,6 +1,7 @@
 package referencerules
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +130,55 @@ func TestSortOutSetsAsideASecondKindOfOneName(t *testing.T) {
 	}
 	if _, err := Compile(kept); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Held reads the object the API server returned: a field it dropped (a
+// restartAt its schema prunes, an annotation a webhook removed) is a
+// NotKeptError naming it, the value written is nil.
+func TestTargetHeld(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	obj := func() map[string]any {
+		return map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "c"}}}}}}
+	}
+	for _, c := range []struct {
+		name     string
+		rollout  v1alpha1.RolloutTarget
+		drop     func(map[string]any)
+		wantPath string // "" held
+	}{
+		{"restartAt kept", v1alpha1.RolloutTarget{PodTemplate: "spec.template", RestartAt: "spec.restartAt"}, nil, ""},
+		{"restartAt pruned", v1alpha1.RolloutTarget{PodTemplate: "spec.template", RestartAt: "spec.restartedAt"},
+			func(o map[string]any) { delete(o["spec"].(map[string]any), "restartedAt") }, "spec.restartedAt"},
+		{"stamp kept", v1alpha1.RolloutTarget{PodTemplate: "spec.template"}, nil, ""},
+		{"stamp removed", v1alpha1.RolloutTarget{PodTemplate: "spec.template"},
+			func(o map[string]any) { delete(o["spec"].(map[string]any)["template"].(map[string]any), "metadata") }, "spec.template.metadata.annotations." + rollout.AnnotationConfigHash},
+	} {
+		g, err := Compile([]v1alpha1.ReferenceRule{targetRule("r", argoKind, c.rollout)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg := g.Targets()[0]
+		o := obj()
+		if err := tg.Roll(o, "h1", now); err != nil {
+			t.Fatal(err)
+		}
+		if c.drop != nil {
+			c.drop(o)
+		}
+		err = tg.Held(o, "h1", now)
+		if c.wantPath == "" {
+			if err != nil {
+				t.Errorf("%s: %v", c.name, err)
+			}
+			continue
+		}
+		var nk *NotKeptError
+		if !errors.As(err, &nk) || nk.Path != c.wantPath || nk.Kind != "Rollout" || nk.Rule != "r" {
+			t.Errorf("%s: %v, want a NotKeptError on %s", c.name, err, c.wantPath)
+		}
+		if o := obj(); tg.Roll(o, "h1", now) == nil && tg.Held(o, "h2", now.Add(time.Second)) == nil {
+			t.Errorf("%s: another hash or time held", c.name)
+		}
 	}
 }
