@@ -31,7 +31,7 @@ func checkClean(dir, _ string) error {
 	if err != nil {
 		return err
 	}
-	if out = strings.TrimSpace(out); out != "" {
+	if out = strings.TrimRight(out, "\n"); out != "" { // each line starts with its status: keep its spaces
 		lines := strings.Split(out, "\n")
 		if len(lines) > 5 {
 			lines = append(lines[:5], "…")
