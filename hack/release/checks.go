@@ -58,8 +58,8 @@ func checkTagged(dir, version string) error {
 var unpublished = []string{"bench/", "deploy/", "examples/", "hack/"}
 
 // checkModules reads the go.mod of every module of the workspace at dir and
-// fails when one carries a replace directive (`go install …@version` refuses
-// such a module) or when a published one requires a sibling module at another
+// fails when one carries a replace or exclude directive (`go install
+// …@version` refuses such a module) or when a published one requires a sibling module at another
 // version than the release's: outside the workspace, `go get` and `go
 // install` resolve a sibling by its requirement, and
 // v0.0.0-00010101000000-000000000000, what the tree requires between
@@ -79,6 +79,9 @@ func checkModules(dir, version string) error {
 		published := !slices.ContainsFunc(unpublished, func(p string) bool { return strings.HasPrefix(name, p) })
 		for _, r := range m.Replace {
 			problems = append(problems, fmt.Sprintf("%s replaces %s (go install refuses a module with a replace directive)", name, r.Old.Path))
+		}
+		for _, x := range m.Exclude {
+			problems = append(problems, fmt.Sprintf("%s excludes %s (go install refuses a module with an exclude directive)", name, x.Mod.Path))
 		}
 		for _, r := range m.Require {
 			if published && siblings[r.Mod.Path] && r.Mod.Version != version {

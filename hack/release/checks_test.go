@@ -101,8 +101,8 @@ func TestRealReleaseChecks(t *testing.T) {
 }
 
 // TestModulesCarryNoReplace checks every go.mod of this repository: none has
-// a replace directive (the workspace's go.work holds them), which
-// `go install …/cmd/hotcert@vX.Y.Z` would refuse.
+// a replace directive (the workspace's go.work holds them) or an exclude
+// directive, which `go install …/cmd/hotcert@vX.Y.Z` would refuse.
 func TestModulesCarryNoReplace(t *testing.T) {
 	mods, err := workspaceModules(repoRoot)
 	if err != nil {
@@ -114,6 +114,9 @@ func TestModulesCarryNoReplace(t *testing.T) {
 	for _, m := range mods {
 		for _, r := range m.Replace {
 			t.Errorf("%s replaces %s", m.Syntax.Name, r.Old.Path)
+		}
+		for _, x := range m.Exclude {
+			t.Errorf("%s excludes %s", m.Syntax.Name, x.Mod.Path)
 		}
 	}
 }
