@@ -91,6 +91,13 @@ func TestRealReleaseChecks(t *testing.T) {
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("a refused release wrote %s (%v)", out, err)
 	}
+	// An output directory that holds something else is left alone.
+	if _, err := Build(Config{Dir: dir, Version: v, Out: dir, Platforms: []string{"linux/amd64"}, AllowDirty: true}); err == nil || !strings.Contains(err.Error(), "not a release's directory") {
+		t.Errorf("Build into the repository itself: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "go.work")); err != nil {
+		t.Fatalf("Build removed the repository: %v", err)
+	}
 	// A rehearsal warns and goes on (to fail here: the tree has no command).
 	var warned []string
 	_, err = Build(Config{Dir: dir, Version: v, Out: out, Repository: testRepo, Platforms: []string{"linux/amd64"},

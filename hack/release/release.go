@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -73,7 +75,7 @@ func Build(c Config) (*Result, error) {
 	if c.Out, err = filepath.Abs(c.Out); err != nil { // go build -o runs in c.Dir
 		return nil, err
 	}
-	if err := os.RemoveAll(c.Out); err != nil {
+	if err := clearOut(c.Out); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(c.Out, 0o755); err != nil {
@@ -112,6 +114,22 @@ func Build(c Config) (*Result, error) {
 		return boolCmp(a.Name == sumsFile, b.Name == sumsFile)
 	})
 	return r, nil
+}
+
+// clearOut removes the directory out if it holds a previous release (its
+// SHA256SUMS) or nothing, and refuses to remove any other directory.
+func clearOut(out string) error {
+	entries, err := os.ReadDir(out)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(out, sumsFile)); len(entries) > 0 && err != nil {
+		return fmt.Errorf("%s holds files and no %s: not a release's directory, left alone", out, sumsFile)
+	}
+	return os.RemoveAll(out)
 }
 
 func boolCmp(a, b bool) int {
