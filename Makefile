@@ -60,6 +60,19 @@ image:
 	$(GO) run ./hack/image -pkg ./cmd/hotcert-controller -version $(VERSION) -repository $(IMAGE_REPO) \
 		-tarball $(IMAGE_DIR)/hotcert-controller.tar -layout $(IMAGE_DIR)/oci
 
+## release: build what a release publishes into dist/VERSION (docs/releasing.md): hotcert and
+## hotcert-controller for linux and darwin on amd64 and arm64, the controller's multi-platform image
+## (OCI archive), the Helm chart packaged, a CycloneDX SBOM and SHA256SUMS. VERSION defaults to the
+## tag at HEAD (vX.Y.Z); a release needs a clean, tagged tree whose modules require their siblings at
+## VERSION; ALLOW_DIRTY=1 builds a rehearsal anyway (make release VERSION=v0.0.0-test ALLOW_DIRTY=1).
+## Publishing the artifacts, the image and the chart happens elsewhere.
+RELEASE_VERSION = $(if $(filter command line environment,$(origin VERSION)),$(VERSION),$(shell git describe --tags --exact-match --match 'v*' 2>/dev/null))
+RELEASE_REPO    ?= $(IMAGE_REPO)
+.PHONY: release
+release:
+	$(GO) run ./hack/release -version '$(RELEASE_VERSION)' -repository $(RELEASE_REPO) \
+		$(if $(filter 1,$(ALLOW_DIRTY)),-allow-dirty)
+
 ## bench: run the benchmarks (not part of make test).
 bench: k8s-bins
 	$(GO) test -run '^$$' -bench . -benchmem $(addsuffix /...,$(MODULES))

@@ -22,6 +22,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/hotcert/hotcert/hack/image/ociimage"
 )
 
 const (
@@ -75,7 +77,7 @@ func TestImage(t *testing.T) {
 	if cf.OS != "linux" || cf.Architecture != runtime.GOARCH {
 		t.Errorf("platform %s/%s", cf.OS, cf.Architecture)
 	}
-	if !maps.Equal(cf.Config.Labels, Labels("hotcert-controller", testVersion)) || cf.Config.Labels["org.opencontainers.image.version"] != testVersion {
+	if !maps.Equal(cf.Config.Labels, ociimage.Labels("hotcert-controller", testVersion)) || cf.Config.Labels["org.opencontainers.image.version"] != testVersion {
 		t.Errorf("labels %v", cf.Config.Labels)
 	}
 	if cf.Created.Unix() != 0 {
@@ -159,14 +161,14 @@ func TestImage(t *testing.T) {
 // a pair of builds across an edit is discarded and built again.
 func checkReproducible(t *testing.T) {
 	t.Helper()
-	spec := Spec{Dir: repoRoot, Package: "./cmd/hotcert-controller", Version: testVersion, Repository: "hotcert.local/hotcert-controller"}
+	spec := ociimage.Spec{Dir: repoRoot, Package: "./cmd/hotcert-controller", Version: testVersion, Repository: "hotcert.local/hotcert-controller"}
 	for range 3 {
 		before := sourceHash(t)
-		a, err := Build(spec)
+		a, err := ociimage.Build(spec)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := Build(spec)
+		b, err := ociimage.Build(spec)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,8 +9,9 @@
 //
 // The tarball loads with `kind load image-archive`, `docker load` or
 // `podman load`; -layout also writes an OCI image layout (for skopeo or crane).
-// `make image` runs it; the image's layer, config and labels are defined here
-// and nowhere else.
+// `make image` runs it; the image's layer, config and labels are defined in
+// package ociimage, which `make release` also builds its multi-platform index
+// with.
 package main
 
 import (
@@ -18,6 +19,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/hotcert/hotcert/hack/image/ociimage"
 )
 
 func main() {
@@ -29,7 +32,7 @@ func main() {
 
 // run builds the image the command line describes and writes it out.
 func run(args []string, stdout io.Writer) error {
-	var s Spec
+	var s ociimage.Spec
 	var tarPath, layoutPath string
 	fs := flag.NewFlagSet("image", flag.ContinueOnError)
 	fs.StringVar(&s.Dir, "dir", ".", "directory of the Go module or workspace the package is built in")
@@ -45,7 +48,7 @@ func run(args []string, stdout io.Writer) error {
 	if s.Version == "" || tarPath == "" {
 		return fmt.Errorf("-version and -tarball are required")
 	}
-	img, err := Build(s)
+	img, err := ociimage.Build(s)
 	if err != nil {
 		return err
 	}

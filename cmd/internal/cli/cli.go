@@ -18,13 +18,38 @@ var version = ""
 
 // Version returns the version the binary reports on --version.
 func Version() string {
-	if version != "" {
-		return version
+	bi, _ := debug.ReadBuildInfo()
+	return versionOf(version, bi)
+}
+
+// versionOf is the version a binary reports: linked, the version set at link
+// time (make release, make image); else the main module's version Go
+// recorded (vX.Y.Z for `go install …/cmd/hotcert@vX.Y.Z`); else "dev",
+// followed by the commit Go stamped when it did (a build in a checkout:
+// "dev+0123456789ab", "dev+0123456789ab.dirty" with uncommitted changes).
+func versionOf(linked string, bi *debug.BuildInfo) string {
+	if linked != "" {
+		return linked
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
+	if bi == nil {
+		return "dev"
 	}
-	return "dev"
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision" && len(s.Value) >= 12:
+			rev = s.Value[:12]
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = ".dirty"
+		}
+	}
+	if rev == "" {
+		return "dev"
+	}
+	return "dev+" + rev + dirty
 }
 
 // LogFlags are the logging flags every command takes.

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"errors"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -63,6 +64,26 @@ func TestSetVersionOnSubcommands(t *testing.T) {
 		root.SetArgs(args)
 		if err := root.Execute(); err != nil || out.String() != "tool version "+Version()+"\n" {
 			t.Errorf("%v: %q, %v", args, out.String(), err)
+		}
+	}
+}
+
+func TestVersionOf(t *testing.T) {
+	stamped := []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}}
+	for _, tc := range []struct {
+		linked string
+		bi     *debug.BuildInfo
+		want   string
+	}{
+		{"v1.2.3", &debug.BuildInfo{Main: debug.Module{Version: "v9.9.9"}}, "v1.2.3"},                               // make release
+		{"", &debug.BuildInfo{Main: debug.Module{Version: "v1.2.3"}}, "v1.2.3"},                                     // go install …@v1.2.3
+		{"", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: stamped}, "dev+0123456789ab.dirty"}, // go build in a checkout
+		{"", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: stamped[:1]}, "dev+0123456789ab"},
+		{"", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "dev"}, // -buildvcs=false
+		{"", nil, "dev"},
+	} {
+		if got := versionOf(tc.linked, tc.bi); got != tc.want {
+			t.Errorf("versionOf(%q, %+v) = %q, want %q", tc.linked, tc.bi, got, tc.want)
 		}
 	}
 }

@@ -1,4 +1,9 @@
-package main
+// Package ociimage builds the OCI images of hotcert's binaries without a
+// container engine or a registry: one static binary alone on an empty base,
+// as the non-root user 65532, with fixed timestamps, and the multi-platform
+// index over such images that a release publishes. Its layer, config and
+// labels are defined here and nowhere else.
+package ociimage
 
 import (
 	"archive/tar"
@@ -7,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -26,8 +32,9 @@ const User = "65532:65532"
 // one, so that the digest depends on the contents only.
 var epoch = time.Unix(0, 0).UTC()
 
-// Spec describes an image: the binary's package and version, and the image's
-// repository.
+// Spec describes an image to build: the binary's module or workspace
+// directory, package and version, the image's repository, and the
+// architecture (default: this machine's).
 type Spec struct {
 	Dir, Package, Version, Repository, GOARCH string
 }
@@ -35,7 +42,8 @@ type Spec struct {
 // Image is a built image and what describes it.
 type Image struct {
 	v1.Image
-	Ref name.Tag
+	Ref      name.Tag
+	Platform v1.Platform
 	// Digest is the OCI manifest's (what a registry and the OCI layout
 	// name); ID is the config's, the image ID that docker and containerd
 	// show, which a tarball keeps (it carries no manifest of its own).
@@ -44,47 +52,62 @@ type Image struct {
 	BinarySize     int64
 }
 
-// Build compiles s's binary and returns the image: one layer holding only the
-// binary at /<name>, on an empty base (no shell, no libc, no package manager),
-// OCI media types, entrypoint the binary, user 65532.
+// Build compiles s's binary for linux/s.GOARCH (default: this machine's) and
+// returns its image (see [FromBinary]).
 func Build(s Spec) (*Image, error) {
-	ref, err := name.NewTag(s.Repository + ":" + s.Version)
-	if err != nil {
-		return nil, fmt.Errorf("image reference: %w", err)
+	arch := s.GOARCH
+	if arch == "" {
+		arch = runtime.GOARCH
 	}
+	b := Binary{Dir: s.Dir, Package: s.Package, Version: s.Version, GOOS: "linux", GOARCH: arch}
 	tmp, err := os.MkdirTemp("", "hotcert-image-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	bin, arch := binaryName(s), targetArch(s)
-	binPath := filepath.Join(tmp, bin)
-	if err := compile(s, arch, binPath); err != nil {
+	binPath := filepath.Join(tmp, b.Name())
+	if err := Compile(b, binPath); err != nil {
 		return nil, err
 	}
 	content, err := os.ReadFile(binPath)
 	if err != nil {
 		return nil, err
 	}
+	return FromBinary(b, content, s.Repository)
+}
+
+// FromBinary returns the image of b, a linux binary already compiled (its
+// bytes: content), tagged repository:b.Version: one layer holding only the
+// binary at /<name>, on an empty base (no shell, no libc, no package
+// manager), OCI media types, entrypoint the binary, user 65532.
+func FromBinary(b Binary, content []byte, repository string) (*Image, error) {
+	if b.GOOS != "linux" {
+		return nil, fmt.Errorf("ociimage: an image of a %s binary: want linux", b.GOOS)
+	}
+	ref, err := name.NewTag(repository + ":" + b.Version)
+	if err != nil {
+		return nil, fmt.Errorf("ociimage: image reference: %w", err)
+	}
+	bin, arch := b.Name(), b.GOARCH
 	layerTar, err := singleFileTar(bin, content)
 	if err != nil {
 		return nil, err
 	}
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(layerTar)), nil
-	}, tarball.WithMediaType(types.OCILayer))
+	}, tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching) // gzip once, not once per write
 	if err != nil {
-		return nil, fmt.Errorf("layer: %w", err)
+		return nil, fmt.Errorf("ociimage: layer: %w", err)
 	}
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	img, err = mutate.Append(img, mutate.Addendum{
 		Layer:     layer,
 		MediaType: types.OCILayer,
-		History:   v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "hack/image: " + s.Package, Comment: "static binary " + bin},
+		History:   v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "hack/image: " + b.Package, Comment: "static binary " + bin},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("appending the layer: %w", err)
+		return nil, fmt.Errorf("ociimage: appending the layer: %w", err)
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
@@ -97,11 +120,11 @@ func Build(s Spec) (*Image, error) {
 		Entrypoint: []string{"/" + bin},
 		User:       User,
 		WorkingDir: "/",
-		Labels:     Labels(bin, s.Version),
+		Labels:     Labels(bin, b.Version),
 	}
 	img, err = mutate.ConfigFile(img, cf)
 	if err != nil {
-		return nil, fmt.Errorf("image config: %w", err)
+		return nil, fmt.Errorf("ociimage: image config: %w", err)
 	}
 	digest, err := img.Digest()
 	if err != nil {
@@ -115,7 +138,8 @@ func Build(s Spec) (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Image{Image: img, Ref: ref, Digest: digest, ID: id, CompressedSize: size, BinarySize: int64(len(content))}, nil
+	return &Image{Image: img, Ref: ref, Platform: v1.Platform{OS: "linux", Architecture: arch},
+		Digest: digest, ID: id, CompressedSize: size, BinarySize: int64(len(content))}, nil
 }
 
 // Labels are the image's OCI annotations-as-labels.
@@ -156,7 +180,7 @@ func (i *Image) WriteTarball(path string) error {
 		return err
 	}
 	if err := tarball.WriteToFile(path, i.Ref, i.Image); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+		return fmt.Errorf("ociimage: writing %s: %w", path, err)
 	}
 	return nil
 }
@@ -169,12 +193,12 @@ func (i *Image) WriteLayout(dir string) error {
 	}
 	p, err := layout.Write(dir, empty.Index)
 	if err != nil {
-		return fmt.Errorf("OCI layout %s: %w", dir, err)
+		return fmt.Errorf("ociimage: OCI layout %s: %w", dir, err)
 	}
 	if err := p.AppendImage(i.Image, layout.WithAnnotations(map[string]string{
 		"org.opencontainers.image.ref.name": i.Ref.String(),
 	})); err != nil {
-		return fmt.Errorf("OCI layout %s: %w", dir, err)
+		return fmt.Errorf("ociimage: OCI layout %s: %w", dir, err)
 	}
 	return nil
 }
