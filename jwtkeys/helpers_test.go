@@ -12,28 +12,9 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/internal/testutil"
 )
-
-// clock is a settable clock for crossing grace periods without sleeping.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // observer records a KeySet's observations: testutil.Observer counts the loads
 // and failures (its ObserveFailure is jwtkeys.Observer's too), this one the rest.
@@ -73,7 +54,7 @@ func (o *observer) counts() (loads, failures, keys int) {
 type fixture struct {
 	ks    *KeySet
 	src   *MemorySource
-	clock *clock
+	clock *hotcerttest.FakeClock
 	obs   *observer
 	logs  *testutil.LogBuffer
 }
@@ -86,7 +67,7 @@ const (
 
 func newFixture(t *testing.T, c Content, opts ...Option) *fixture {
 	t.Helper()
-	f := &fixture{src: NewMemorySource(c), clock: newClock(), obs: &observer{}, logs: &testutil.LogBuffer{}}
+	f := &fixture{src: NewMemorySource(c), clock: hotcerttest.NewFakeClock(time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)), obs: &observer{}, logs: &testutil.LogBuffer{}}
 	all := append([]Option{
 		WithClock(f.clock.Now), WithMaxTokenTTL(testTTL), WithClockSkew(testSkew), WithGracePeriod(testGrace),
 		WithObserver(f.obs), hotcert.WithLogger(slog.New(slog.NewTextHandler(f.logs, nil))), hotcert.WithSettle(0), hotcert.WithPollInterval(0),
