@@ -1,7 +1,9 @@
 // Package v1alpha1 is the hotcert.dev/v1alpha1 API: ReferenceRule, which tells
 // hotcert how a custom resource takes part in a chain of references from a
 // Secret or ConfigMap to the workloads that consume it, so that hotcert rolls
-// those workloads without any change to the operator that owns them.
+// those workloads without any change to the operator that owns them; and
+// TrustRotation, a CA rotation whose status is the census of its consumers
+// (see TrustRotation).
 //
 // kagent's chain (Secret → ModelConfig → Agent → Deployment) takes two rules:
 //
@@ -58,9 +60,9 @@ var GroupVersion = schema.GroupVersion{Group: "hotcert.dev", Version: "v1alpha1"
 //go:embed crd/hotcert.dev_referencerules.yaml
 var CRDYAML []byte
 
-// AddToScheme registers ReferenceRule and ReferenceRuleList.
+// AddToScheme registers ReferenceRule, TrustRotation and their lists.
 func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &ReferenceRule{}, &ReferenceRuleList{})
+	s.AddKnownTypes(GroupVersion, &ReferenceRule{}, &ReferenceRuleList{}, &TrustRotation{}, &TrustRotationList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }
