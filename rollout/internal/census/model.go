@@ -1,0 +1,176 @@
+package census
+
+import (
+	"fmt"
+	"time"
+)
+
+// Kind is the kind of an object the census follows.
+type Kind string
+
+// Object kinds.
+const (
+	KindConfigMap          Kind = "ConfigMap"
+	KindSecret             Kind = "Secret"
+	KindClusterTrustBundle Kind = "ClusterTrustBundle"
+)
+
+// Role says what an object is to its consumers.
+type Role int
+
+const (
+	// RoleTrust: the object carries the trust bundle; its consumers verify
+	// peers against it.
+	RoleTrust Role = iota
+	// RoleServer: the object holds a server certificate; its consumers serve it.
+	RoleServer
+)
+
+// Object is one concrete object the census follows: a key of a ConfigMap or
+// Secret, or a ClusterTrustBundle (by name, or a signer's: SignerName with
+// Name empty). A trust-manager Bundle or a ClusterTrustBundle selector of the
+// spec expands into several, all with the same Origin.
+type Object struct {
+	Kind       Kind
+	Namespace  string
+	Name       string
+	Key        string
+	SignerName string
+	Role       Role
+	// Origin is the index of the spec entry it comes from (spec.trust for
+	// RoleTrust, spec.serverCertificates for RoleServer).
+	Origin int
+}
+
+// String names o for messages: "ConfigMap team-a/ca key ca.crt",
+// "ClusterTrustBundle agents-2026", "the ClusterTrustBundles of signer
+// example.com/agents".
+func (o Object) String() string {
+	switch {
+	case o.Kind == KindClusterTrustBundle && o.Name == "":
+		return "the ClusterTrustBundles of signer " + o.SignerName
+	case o.Kind == KindClusterTrustBundle:
+		return "ClusterTrustBundle " + o.Name
+	}
+	return fmt.Sprintf("%s %s/%s key %s", o.Kind, o.Namespace, o.Name, o.Key)
+}
+
+// State is what an object holds now, and since when the census knows it.
+type State struct {
+	Object
+	// Err says why it could not be read ("" when it was).
+	Err string
+	// HoldsNew and HoldsOld: for a trust object, whether its bundle holds a
+	// certificate of the new (old) CA; for a server certificate, whether its
+	// leaf is issued by the new (old) CA.
+	HoldsNew, HoldsOld bool
+	// LeafSHA256 (lower-case hex) and LeafSerial (openssl's format) are a
+	// server certificate's leaf's.
+	LeafSHA256, LeafSerial string
+	// NewSince is when the census first saw it hold the new CA (zero while it
+	// does not), OldGoneSince when it first saw it without the old one.
+	NewSince, OldGoneSince time.Time
+}
+
+// CA is one side of the rotation.
+type CA struct {
+	// Name names it in messages ("CA-2026").
+	Name string
+	// SHA256 holds the fingerprints (lower-case hex) of its certificates.
+	SHA256 map[string]bool
+	// Subjects holds their subjects (as x509's Name.String prints them), to
+	// tell a reported leaf's issuer.
+	Subjects map[string]bool
+}
+
+// How is how a container consumes an object.
+type How string
+
+// Ways of consuming an object. Volume, Projected and ClusterTrustBundle
+// follow the object's changes (after the kubelet's delay); SubPath and Env
+// never do.
+const (
+	HowVolume             How = "volume"
+	HowProjected          How = "projected"
+	HowClusterTrustBundle How = "clusterTrustBundle"
+	HowSubPath            How = "subPath"
+	HowEnv                How = "env"
+)
+
+// updated reports whether the kubelet updates a running container's copy.
+func (h How) updated() bool { return h != HowSubPath && h != HowEnv }
+
+// Use is one container's use of one object.
+type Use struct {
+	Container string
+	// Object is the index of the object in Input.Objects.
+	Object int
+	How    How
+}
+
+// Pod is a pod that consumes at least one object.
+type Pod struct {
+	Namespace, Name string
+	Labels          map[string]string
+	// Started holds the start time of each running container (a container
+	// that is not running is absent).
+	Started map[string]time.Time
+	Uses    []Use
+}
+
+// Key is "namespace/name".
+func (p Pod) Key() string { return p.Namespace + "/" + p.Name }
+
+// Report is what the hotcert processes of a pod report (the
+// hotcert_tls_cert_info and hotcert_tls_ca_certificate_info series of one
+// container, or of the pod when the series do not name a container).
+type Report struct {
+	// Container is "" when the series do not name it.
+	Container string
+	// CAs are the fingerprints of every CA of every component's bundle.
+	CAs map[string]bool
+	// Leaves are the leaves its components hold.
+	Leaves []Leaf
+}
+
+// Leaf is a reported leaf.
+type Leaf struct {
+	SHA256 string
+	Issuer string
+}
+
+// Served is what a handshake to one endpoint of a pod showed.
+type Served struct {
+	// Endpoint is "ip:port".
+	Endpoint string
+	// Err says why the handshake failed ("" when it succeeded).
+	Err string
+	// Serial of the served leaf (openssl's format), for messages.
+	Serial string
+	// IssuedByNew and IssuedByOld say which CA verifies the served chain.
+	IssuedByNew, IssuedByOld bool
+	// HostnameOK is false when the leaf does not name the server name.
+	HostnameOK bool
+}
+
+// Input is what one census is made of.
+type Input struct {
+	OldCA, NewCA CA
+	// Objects are the concrete objects followed, with what they hold.
+	Objects []State
+	// Pods are the pods that consume them.
+	Pods []Pod
+	// Reports are what each pod (by Pod.Key) reports.
+	Reports map[string][]Report
+	// Served are the handshakes to each pod's serving endpoints (by Pod.Key).
+	Served map[string][]Served
+	// VolumeDelay and CTBDelay bound how long the kubelet takes to deliver
+	// a change to a running pod's volume, env or subPath (for a container
+	// that starts), and to a clusterTrustBundle projection.
+	VolumeDelay, CTBDelay time.Duration
+	// Acknowledged returns why a person vouches for the pod ("" when none
+	// does). Nil: none.
+	Acknowledged func(Pod) string
+	// MinConsumers keeps every step from being done with fewer consumers.
+	MinConsumers int
+}
