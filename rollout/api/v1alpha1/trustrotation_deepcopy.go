@@ -132,3 +132,13 @@ func clonePtr[T any](p *T) *T {
 	v := *p
 	return &v
 }
+
+// DeepCopy returns a deep copy of s.
+func (s *TrustRotationStatus) DeepCopy() *TrustRotationStatus {
+	if s == nil {
+		return nil
+	}
+	out := new(TrustRotationStatus)
+	s.DeepCopyInto(out)
+	return out
+}

@@ -59,14 +59,15 @@ func (h Handshaker) Served(ctx context.Context, endpoint string) census.Served {
 	leaf := st.PeerCertificates[0]
 	s.Serial = hotcert.FormatSerial(leaf.SerialNumber)
 	s.HostnameOK = h.ServerName == "" || leaf.VerifyHostname(h.ServerName) == nil
-	s.IssuedByOld = verifies(st.PeerCertificates, h.Old)
-	s.IssuedByNew = verifies(st.PeerCertificates, h.New)
+	s.IssuedByOld = Verifies(st.PeerCertificates, h.Old)
+	s.IssuedByNew = Verifies(st.PeerCertificates, h.New)
 	return s
 }
 
-// verifies reports whether chain (leaf first) verifies against one of cas
-// for server authentication.
-func verifies(chain []*x509.Certificate, cas []*x509.Certificate) bool {
+// Verifies reports whether chain (leaf first) verifies against one of cas
+// for server authentication, at a time inside the leaf's validity window
+// (trust alone is judged, not time).
+func Verifies(chain []*x509.Certificate, cas []*x509.Certificate) bool {
 	if len(cas) == 0 {
 		return false
 	}

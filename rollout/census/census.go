@@ -1,0 +1,81 @@
+package census
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
+)
+
+// FieldManager names the census controller's writes.
+const FieldManager = "hotcert-census"
+
+// Census is the census controller. Build it with New, give the manager its
+// CacheOptions, then SetupWithManager.
+type Census struct {
+	opts    Options
+	metrics *metrics
+
+	cache  client.Reader
+	api    client.Reader
+	client client.Client
+	events record.EventRecorder
+
+	mu   sync.Mutex
+	last map[string]time.Time // rotation -> when its last census was taken
+}
+
+// New returns a census controller with options o and registers its metrics.
+func New(o Options) (*Census, error) {
+	o = o.withDefaults()
+	m, err := newMetrics(o.Registerer, o.MetricsPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("census: registering metrics: %w", err)
+	}
+	return &Census{opts: o, metrics: m, last: map[string]time.Time{}}, nil
+}
+
+// SetupWithManager registers the controller: it reconciles each
+// TrustRotation every Options.Interval, and when one changes or a pod does
+// (pod events are coalesced: Options.MinSpacing between two censuses).
+// The TrustRotation CRD must be installed; mgr's cache must have been built
+// with CacheOptions.
+func (c *Census) SetupWithManager(mgr manager.Manager) error {
+	c.cache, c.api, c.client = mgr.GetCache(), mgr.GetAPIReader(), mgr.GetClient()
+	c.events = mgr.GetEventRecorderFor(FieldManager) //nolint:staticcheck // core/v1 Events, as the rollout controller writes them
+	all := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		list := &v1alpha1.TrustRotationList{}
+		if err := c.cache.List(ctx, list); err != nil {
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(list.Items))
+		for _, r := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&r)})
+		}
+		return reqs
+	})
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named("hotcert-census").
+		For(&v1alpha1.TrustRotation{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Pod{}, all).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1, SkipNameValidation: ptr.To(c.opts.SkipNameValidation)}).
+		Complete(reconcile.Func(c.reconcile))
+	if err != nil {
+		return fmt.Errorf("census: building the controller: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,212 @@
+package census
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
+	core "github.com/hotcert/hotcert/rollout/internal/census"
+	"github.com/hotcert/hotcert/rollout/internal/census/evidence"
+)
+
+// consumers lists, from the cache, the pods that consume objects: in the
+// objects' namespaces, or in every namespace when a ClusterTrustBundle is
+// among them. It returns them with the cached pods, by key.
+func consumers(ctx context.Context, cache client.Reader, objects []core.Object) ([]core.Pod, map[string]*corev1.Pod, error) {
+	namespaces := map[string]bool{}
+	for _, o := range objects {
+		if o.Namespace == "" {
+			namespaces = map[string]bool{"": true}
+			break
+		}
+		namespaces[o.Namespace] = true
+	}
+	var pods []core.Pod
+	byKey := map[string]*corev1.Pod{}
+	for ns := range namespaces {
+		list := &corev1.PodList{}
+		if err := cache.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return nil, nil, fmt.Errorf("listing pods: %w", err)
+		}
+		for i := range list.Items {
+			p := &list.Items[i]
+			if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+				continue
+			}
+			if cp, ok := core.PodOf(p, objects); ok {
+				pods = append(pods, cp)
+				byKey[cp.Key()] = p
+			}
+		}
+	}
+	return pods, byKey, nil
+}
+
+// gatherer gathers the evidence of one census.
+type gatherer struct {
+	c      *Census
+	tr     *v1alpha1.TrustRotation
+	cache  client.Reader
+	oldCA  side
+	newCA  side
+	pods   []core.Pod
+	byKey  map[string]*corev1.Pod
+	states []core.State
+}
+
+// reports reads what the pods report: from Prometheus when the rotation
+// names one, else by scraping each consuming pod (when it names a port). A
+// Prometheus that cannot be queried is an error the census states, not a
+// failed reconcile: every consumer is then judged without reports.
+func (g *gatherer) reports(ctx context.Context) (map[string][]core.Report, string) {
+	ev := g.tr.Spec.Evidence
+	if p := ev.Prometheus; p != nil {
+		q := evidence.Prometheus{URL: p.URL, Client: g.c.opts.HTTPClient, NamespaceLabel: p.NamespaceLabel, PodLabel: p.PodLabel,
+			ContainerLabel: p.ContainerLabel, Prefix: p.MetricPrefix}
+		reps, err := q.Reports(ctx)
+		if err != nil {
+			return nil, err.Error()
+		}
+		return reps, ""
+	}
+	s := ev.Scrape
+	if s == nil {
+		return nil, ""
+	}
+	path := s.Path
+	if path == "" {
+		path = "/metrics"
+	}
+	out := map[string][]core.Report{}
+	var mu sync.Mutex
+	g.each(func(key string, p *corev1.Pod) {
+		container, port, ok := containerPort(p, s.Port)
+		if !ok || p.Status.PodIP == "" {
+			return
+		}
+		url := fmt.Sprintf("http://%s%s", net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(port))), path)
+		r, ok, err := evidence.Scrape(ctx, g.c.opts.HTTPClient, url, s.MetricPrefix, container)
+		if err != nil || !ok {
+			return
+		}
+		mu.Lock()
+		out[key] = append(out[key], r)
+		mu.Unlock()
+	})
+	return out, ""
+}
+
+// served dials every ready endpoint of the EndpointSlices that point at a
+// pod consuming a server certificate, on the certificate's port.
+func (g *gatherer) served(ctx context.Context) map[string][]core.Served {
+	type target struct {
+		pod      string
+		endpoint string
+		sc       v1alpha1.ServerCertificate
+	}
+	var targets []target
+	servers := map[string][]v1alpha1.ServerCertificate{} // pod key -> the certificates it serves
+	for _, p := range g.pods {
+		for _, u := range p.Uses {
+			if o := g.states[u.Object]; o.Role == core.RoleServer {
+				sc := g.tr.Spec.ServerCertificates[o.Origin]
+				if !slices.Contains(servers[p.Key()], sc) {
+					servers[p.Key()] = append(servers[p.Key()], sc)
+				}
+			}
+		}
+	}
+	namespaces := map[string]bool{}
+	for _, p := range g.pods {
+		if len(servers[p.Key()]) > 0 {
+			namespaces[p.Namespace] = true
+		}
+	}
+	for ns := range namespaces {
+		slices := &discoveryv1.EndpointSliceList{}
+		if err := g.cache.List(ctx, slices, client.InNamespace(ns)); err != nil {
+			continue
+		}
+		for _, s := range slices.Items {
+			for _, e := range s.Endpoints {
+				if e.TargetRef == nil || e.TargetRef.Kind != "Pod" || (e.Conditions.Ready != nil && !*e.Conditions.Ready) {
+					continue
+				}
+				key := ns + "/" + e.TargetRef.Name
+				for _, sc := range servers[key] {
+					for _, port := range s.Ports {
+						if port.Port == nil || (sc.Port != "" && sc.Port != deref(port.Name) && sc.Port != strconv.Itoa(int(*port.Port))) {
+							continue
+						}
+						for _, a := range e.Addresses {
+							targets = append(targets, target{pod: key, endpoint: net.JoinHostPort(a, strconv.Itoa(int(*port.Port))), sc: sc})
+						}
+					}
+				}
+			}
+		}
+	}
+	out := map[string][]core.Served{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, g.c.opts.Concurrency)
+	for _, t := range targets {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			h := evidence.Handshaker{Old: g.oldCA.certs, New: g.newCA.certs, ServerName: t.sc.ServerName, Timeout: g.c.opts.HandshakeTimeout}
+			s := h.Served(ctx, t.endpoint)
+			mu.Lock()
+			out[t.pod] = append(out[t.pod], s)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// each runs f for every consuming pod, Concurrency at a time.
+func (g *gatherer) each(f func(key string, p *corev1.Pod)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, g.c.opts.Concurrency)
+	for key, p := range g.byKey {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			f(key, p)
+		}()
+	}
+	wg.Wait()
+}
+
+// containerPort finds the container port named (or numbered) port.
+func containerPort(p *corev1.Pod, port string) (container string, number int32, ok bool) {
+	for _, c := range p.Spec.Containers {
+		for _, cp := range c.Ports {
+			if cp.Name == port || strconv.Itoa(int(cp.ContainerPort)) == port {
+				return c.Name, cp.ContainerPort, true
+			}
+		}
+	}
+	if n, err := strconv.Atoi(port); err == nil && n > 0 && n < 65536 {
+		return "", int32(n), true // a port no container declares: its container is not known
+	}
+	return "", 0, false
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

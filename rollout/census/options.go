@@ -1,0 +1,82 @@
+package census
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Defaults of [Options].
+const (
+	// DefaultInterval: a census every 15s, so that a consumer left on the old
+	// trust is named within one Prometheus scrape interval of the usual 15s
+	// to 30s.
+	DefaultInterval = 15 * time.Second
+	// DefaultMinSpacing: pod events never make two censuses of one
+	// TrustRotation closer than this.
+	DefaultMinSpacing = 2 * time.Second
+	// DefaultVolumeDelay and DefaultCTBDelay are the kubelet's propagation
+	// delays when a TrustRotation gives none (see v1alpha1.Propagation).
+	DefaultVolumeDelay = 2 * time.Minute
+	DefaultCTBDelay    = 6 * time.Minute
+	// DefaultHandshakeTimeout bounds one handshake or scrape.
+	DefaultHandshakeTimeout = 5 * time.Second
+	// DefaultConcurrency bounds the handshakes and scrapes run at once.
+	DefaultConcurrency = 16
+)
+
+// Options configure the census controller; zero fields take their defaults.
+type Options struct {
+	// Interval is how often each TrustRotation's census is taken.
+	Interval time.Duration
+	// MinSpacing is the least time between two censuses of one
+	// TrustRotation.
+	MinSpacing time.Duration
+	// HandshakeTimeout bounds one TLS handshake or one scrape.
+	HandshakeTimeout time.Duration
+	// Concurrency bounds the handshakes and scrapes in flight.
+	Concurrency int
+	// HTTPClient queries Prometheus and scrapes pods (default: a client with
+	// HandshakeTimeout as its timeout).
+	HTTPClient *http.Client
+	// Registerer receives the metrics (default controller-runtime's
+	// registry); MetricsPrefix prefixes them (default hotcert).
+	Registerer    prometheus.Registerer
+	MetricsPrefix string
+	// Clock is the controller's clock (default the real one).
+	Clock clock.PassiveClock
+	// SkipNameValidation lets several managers in one process (tests)
+	// register the controller.
+	SkipNameValidation bool
+}
+
+func (o Options) withDefaults() Options {
+	if o.Interval <= 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.MinSpacing <= 0 {
+		o.MinSpacing = DefaultMinSpacing
+	}
+	if o.HandshakeTimeout <= 0 {
+		o.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: o.HandshakeTimeout}
+	}
+	if o.Registerer == nil {
+		o.Registerer = ctrlmetrics.Registry
+	}
+	if o.MetricsPrefix == "" {
+		o.MetricsPrefix = "hotcert"
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	return o
+}
