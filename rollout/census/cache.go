@@ -4,8 +4,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
 )
 
 // CacheOptions returns opts with what the census needs of the manager's
@@ -17,8 +20,12 @@ func (c *Census) CacheOptions(opts cache.Options) cache.Options {
 	for k, v := range opts.ByObject {
 		by[k] = v
 	}
-	by[&corev1.Pod{}] = cache.ByObject{Transform: reducePod}
-	by[&discoveryv1.EndpointSlice{}] = cache.ByObject{Transform: reduceEndpointSlice}
+	// Every pod and slice, whatever default label selector opts has (the
+	// rollout controller's workload selector is about workloads).
+	by[&corev1.Pod{}] = cache.ByObject{Transform: reducePod, Label: labels.Everything()}
+	by[&discoveryv1.EndpointSlice{}] = cache.ByObject{Transform: reduceEndpointSlice, Label: labels.Everything()}
+	// The TrustRotations, whole, and their status writes' echoes.
+	by[&v1alpha1.TrustRotation{}] = cache.ByObject{Label: labels.Everything()}
 	opts.ByObject = by
 	return opts
 }

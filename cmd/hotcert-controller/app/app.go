@@ -14,12 +14,16 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	"github.com/hotcert/hotcert/cmd/hotcert-controller/app/options"
 	"github.com/hotcert/hotcert/cmd/internal/cli"
+	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
+	"github.com/hotcert/hotcert/rollout/census"
 	"github.com/hotcert/hotcert/rollout/controller"
 )
 
@@ -93,12 +97,32 @@ func Run(ctx context.Context, cfg *options.Config, logger logr.Logger) error {
 	mo.Cache = ctl.CacheOptions()
 	mo.NewCache = ctl.NewCache
 	mo.Client = ctl.ClientOptions()
+	var cen *census.Census
+	if cfg.Census != nil {
+		if cen, err = census.New(*cfg.Census); err != nil {
+			return err
+		}
+		mo.Cache = cen.CacheOptions(mo.Cache)
+		s := runtime.NewScheme()
+		if err := clientgoscheme.AddToScheme(s); err != nil {
+			return fmt.Errorf("hotcert-controller: %w", err)
+		}
+		if err := v1alpha1.AddToScheme(s); err != nil {
+			return fmt.Errorf("hotcert-controller: %w", err)
+		}
+		mo.Scheme = s
+	}
 	mgr, err := ctrl.NewManager(cfg.REST, mo)
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
 	if err := ctl.SetupWithManager(mgr); err != nil {
 		return err
+	}
+	if cen != nil {
+		if err := cen.SetupWithManager(mgr); err != nil {
+			return err
+		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err

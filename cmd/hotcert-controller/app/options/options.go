@@ -21,6 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/hotcert/hotcert/rollout/census"
 	"github.com/hotcert/hotcert/rollout/controller"
 )
 
@@ -64,6 +65,11 @@ type Options struct {
 	RenewDeadline           time.Duration
 	RetryPeriod             time.Duration
 
+	// Census keeps the census of TrustRotations (see package
+	// rollout/census), one every CensusInterval.
+	Census         bool
+	CensusInterval time.Duration
+
 	// inClusterNamespaceFile is where a pod reads its namespace.
 	inClusterNamespaceFile string
 }
@@ -91,6 +97,7 @@ func New() *Options {
 		LeaseDuration:          15 * time.Second,
 		RenewDeadline:          10 * time.Second,
 		RetryPeriod:            2 * time.Second,
+		CensusInterval:         census.DefaultInterval,
 		inClusterNamespaceFile: "/var/run/secrets/kubernetes.io/serviceaccount/namespace",
 	}
 }
@@ -123,6 +130,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.WebhookAddr, "webhook-bind-address", o.WebhookAddr, "address of the admission webhook that keeps the rollout stamp when an owner controller rewrites a workload's pod template, e.g. :9443 (0 disables)")
 	fs.StringVar(&o.WebhookCertFile, "webhook-cert-file", o.WebhookCertFile, "serving certificate (chain) of the webhook, PEM; reloaded when it changes")
 	fs.StringVar(&o.WebhookKeyFile, "webhook-key-file", o.WebhookKeyFile, "private key of the webhook's serving certificate, PEM")
+	fs.BoolVar(&o.Census, "census", o.Census, "keep the census of every TrustRotation (hotcert.dev/v1alpha1): which pods consume its trust objects and server certificates, what each holds and how that is known, one condition per rotation step (needs the TrustRotation CRD and read access to pods and endpointslices; see docs/census.md)")
+	fs.DurationVar(&o.CensusInterval, "census-interval", o.CensusInterval, "how often each TrustRotation's census is taken (pod changes also trigger one)")
 	fs.StringVar((*string)(&o.SecretCache), "secret-cache", string(o.SecretCache), "how to watch Secrets and ConfigMaps: referenced (whole objects, keep digests of referenced ones only: no read per change) or metadata (metadata only, one GET per change of a referenced object: least memory and traffic)")
 }
 
@@ -144,6 +153,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--max-concurrent-reconciles %d is negative", o.MaxConcurrentReconciles)
 	case o.SecretCache != controller.CacheReferenced && o.SecretCache != controller.CacheMetadata:
 		return fmt.Errorf("--secret-cache %q: want referenced or metadata", o.SecretCache)
+	case o.Census && o.CensusInterval <= 0:
+		return fmt.Errorf("--census-interval %s: want a positive duration", o.CensusInterval)
 	}
 	if _, err := labels.Parse(o.NamespaceSelectorString); err != nil {
 		return fmt.Errorf("--namespace-selector %q: %w", o.NamespaceSelectorString, err)
@@ -160,7 +171,9 @@ func (o *Options) Validate() error {
 // cache and client options).
 type Config struct {
 	Controller controller.Options
-	REST       *rest.Config
+	// Census is the census controller's options (nil without --census).
+	Census *census.Options
+	REST   *rest.Config
 	// RESTFrom says where REST came from, for messages: `kubeconfig context "C"`
 	// or "the in-cluster configuration".
 	RESTFrom string
@@ -185,6 +198,9 @@ func (o *Options) Complete(log logr.Logger) (*Config, error) {
 	}
 	if o.WebhookEnabled() {
 		c.Controller.Webhook = controller.Webhook{Addr: o.WebhookAddr, CertFile: o.WebhookCertFile, KeyFile: o.WebhookKeyFile}
+	}
+	if o.Census {
+		c.Census = &census.Options{Interval: o.CensusInterval, MetricsPrefix: o.MetricsPrefix}
 	}
 	if o.HashKeyFile != "" {
 		key, err := readHashKey(o.HashKeyFile)

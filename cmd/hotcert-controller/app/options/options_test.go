@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
@@ -41,6 +42,7 @@ func TestValidate(t *testing.T) {
 		{[]string{"--namespace-selector=team in (a"}, "--namespace-selector \"team in (a\":"},
 		{[]string{"--workload-selector=a=b=c"}, "--workload-selector \"a=b=c\":"},
 		{[]string{"--webhook-bind-address=:9443"}, "--webhook-cert-file and --webhook-key-file"},
+		{[]string{"--census", "--census-interval=0s"}, "--census-interval 0s: want a positive duration"},
 	} {
 		if err := parse(t, tc.args...).Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
@@ -97,6 +99,16 @@ func TestComplete(t *testing.T) {
 	}
 	if cfg.REST.QPS != 7 || cfg.REST.Host != "https://127.0.0.1:1" || len(cfg.Controller.Namespaces) != 1 {
 		t.Errorf("REST config %+v, namespaces %v", cfg.REST, cfg.Controller.Namespaces)
+	}
+	if cfg.Census != nil {
+		t.Error("the census is on without --census")
+	}
+	o = parse(t, "--kubeconfig", kubeconfig(t, "team-a"), "--census", "--census-interval=30s", "--metrics-prefix=acme")
+	if cfg, err = o.Complete(logr.Discard()); err != nil {
+		t.Fatal(err)
+	}
+	if c := cfg.Census; c == nil || c.Interval != 30*time.Second || c.MetricsPrefix != "acme" {
+		t.Errorf("census options %+v", c)
 	}
 }
 
