@@ -2,6 +2,7 @@
 # Install the system tools `make test` needs besides Go, from Debian's packages:
 #   openssl   the runbook's and tests' cross-checks (openssl s_client, x509 -serial)
 #   promtool  the alert rules' unit tests (Debian's prometheus package)
+#   prometheus  the census tests' real Prometheus server (the same package)
 #   gcc       spire-server links SQLite with cgo (hack/build-spire.sh)
 # Nothing is installed when every tool is there. Without root or apt-get, it says
 # what to install and fails.
@@ -9,7 +10,7 @@ set -euo pipefail
 
 need=()
 command -v openssl >/dev/null || need+=(openssl)
-command -v promtool >/dev/null || need+=(prometheus)
+command -v promtool >/dev/null && command -v prometheus >/dev/null || need+=(prometheus)
 command -v gcc >/dev/null || need+=(gcc)
 [ ${#need[@]} -eq 0 ] && exit 0
 
