@@ -3,6 +3,7 @@ package v1alpha1_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -204,4 +205,24 @@ func TestTrustRotationJSONShape(t *testing.T) {
 			t.Errorf("no %q in\n%s", want, data)
 		}
 	}
+}
+
+// TestExampleTrustRotationIsAccepted: the shipped example is accepted as
+// written.
+func TestExampleTrustRotationIsAccepted(t *testing.T) {
+	data, err := os.ReadFile("../../../examples/trust-rotation/trustrotation.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r v1alpha1.TrustRotation
+	if err := yaml.UnmarshalStrict(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	r.Name = "example-" + r.Name
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := env.Client().Create(ctx, &r); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client().Delete(context.Background(), &r) })
 }
