@@ -3,6 +3,7 @@ module github.com/hotcert/hotcert/deploy
 go 1.26.0
 
 require (
+	github.com/go-logr/logr v1.4.4
 	github.com/hotcert/hotcert v0.0.0-00010101000000-000000000000
 	github.com/hotcert/hotcert/cmd v0.0.0-00010101000000-000000000000
 	github.com/hotcert/hotcert/internal/kubetest v0.0.0-00010101000000-000000000000
@@ -43,7 +44,6 @@ require (
 	github.com/fsnotify/fsnotify v1.10.1 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
 	github.com/go-errors/errors v1.5.1 // indirect
-	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-openapi/jsonpointer v1.0.0 // indirect
 	github.com/go-openapi/jsonreference v1.0.0 // indirect
 	github.com/go-openapi/swag v0.27.1 // indirect

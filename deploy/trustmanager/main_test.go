@@ -6,7 +6,11 @@ import (
 	"path/filepath"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
 	"github.com/hotcert/hotcert/internal/kubetest"
+	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
 )
 
 var env *kubetest.Env
@@ -23,5 +27,13 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	kubetest.Main(m, &env, kubetest.WithCRDPaths(crd))
+	// The TrustRotation CRD and types too, for the census test.
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	kubetest.Main(m, &env, kubetest.WithScheme(s), kubetest.WithCRDPaths(crd, "../../rollout/api/v1alpha1/crd"))
 }
