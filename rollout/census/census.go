@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
 )
@@ -34,6 +36,8 @@ type Census struct {
 	api    client.Reader
 	client client.Client
 	events record.EventRecorder
+
+	triggers *triggers // wakes a rotation when an object it reads changes
 
 	mu   sync.Mutex
 	last map[string]time.Time // rotation -> when its last census was taken
@@ -57,6 +61,18 @@ func New(o Options) (*Census, error) {
 func (c *Census) SetupWithManager(mgr manager.Manager) error {
 	c.cache, c.api, c.client = mgr.GetCache(), mgr.GetAPIReader(), mgr.GetClient()
 	c.events = mgr.GetEventRecorderFor(FieldManager) //nolint:staticcheck // core/v1 Events, as the rollout controller writes them
+	meta, err := metadata.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("census: %w", err)
+	}
+	c.triggers = newTriggers(meta)
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		c.triggers.stopAll()
+		return nil
+	})); err != nil {
+		return fmt.Errorf("census: %w", err)
+	}
 	all := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 		list := &v1alpha1.TrustRotationList{}
 		if err := c.cache.List(ctx, list); err != nil {
@@ -68,10 +84,11 @@ func (c *Census) SetupWithManager(mgr manager.Manager) error {
 		}
 		return reqs
 	})
-	err := ctrl.NewControllerManagedBy(mgr).
+	err = ctrl.NewControllerManagedBy(mgr).
 		Named("hotcert-census").
 		For(&v1alpha1.TrustRotation{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Pod{}, all).
+		WatchesRawSource(source.Channel(c.triggers.events, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1, SkipNameValidation: ptr.To(c.opts.SkipNameValidation)}).
 		Complete(reconcile.Func(c.reconcile))
 	if err != nil {

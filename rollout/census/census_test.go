@@ -57,11 +57,18 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-// startCensus runs a census controller until the test ends.
+// startCensus runs a census controller until the test ends, one census
+// every 300ms.
 func startCensus(t *testing.T) *prometheus.Registry {
 	t.Helper()
+	return startCensusWith(t, census.Options{Interval: 300 * time.Millisecond, MinSpacing: 50 * time.Millisecond})
+}
+
+func startCensusWith(t *testing.T, o census.Options) *prometheus.Registry {
+	t.Helper()
 	reg := prometheus.NewRegistry()
-	c, err := census.New(census.Options{Interval: 300 * time.Millisecond, MinSpacing: 50 * time.Millisecond, Registerer: reg, SkipNameValidation: true})
+	o.Registerer, o.SkipNameValidation = reg, true
+	c, err := census.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

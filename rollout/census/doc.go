@@ -18,9 +18,10 @@
 // name, labels, the volumes, mounts and env references that name Secrets,
 // ConfigMaps or ClusterTrustBundles — never an env value —, its container
 // ports, IP and containers' start times); of each EndpointSlice, its
-// endpoints' addresses, readiness and target pods, and its ports. Trust
-// objects are read from the API server at each census (one GET each), never
-// cached. The judgement itself is package rollout/internal/census; the
+// endpoints' addresses, readiness and target pods, and its ports; of each
+// object a rotation reads, its metadata (a name-selected watch that wakes the
+// rotation when it changes, triggers.go). Trust objects' data is read from
+// the API server at each census (one GET each), never cached. The judgement itself is package rollout/internal/census; the
 // evidence (Prometheus, scrapes, handshakes) is gathered by
 // rollout/internal/census/evidence.
 package census

@@ -24,6 +24,7 @@ func (c *Census) reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	if err := c.cache.Get(ctx, req.NamespacedName, tr); err != nil {
 		if apierrors.IsNotFound(err) {
 			c.metrics.forget(req.Name)
+			c.triggers.follow(req.Name, nil)
 			c.mu.Lock()
 			delete(c.last, req.Name)
 			c.mu.Unlock()
@@ -94,6 +95,7 @@ func (c *Census) census(ctx context.Context, tr *v1alpha1.TrustRotation, oldCA, 
 	st.Trust = core.TrackTrust(trustNames, tr.Status.Trust, states, now)
 	st.ServerCertificates = core.TrackServers(serverNames, tr.Status.ServerCertificates, servers, now)
 	states = append(states, servers...)
+	c.triggers.follow(tr.Name, triggersOf(spec, states))
 	objects := make([]core.Object, len(states))
 	for i, s := range states {
 		objects[i] = s.Object
