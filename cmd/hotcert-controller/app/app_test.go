@@ -41,7 +41,7 @@ var env *kubetest.Env
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
-	kubetest.Main(m, &env, kubetest.WithControllerManager())
+	kubetest.Main(m, &env, kubetest.WithControllerManager(), kubetest.WithCRDPaths("../../../rollout/api/v1alpha1/crd/hotcert.dev_trustrotations.yaml"))
 }
 
 // runs numbers the controller processes of this test binary: each gets a
