@@ -48,6 +48,9 @@ type Status struct {
 	// (hotcert.Material.Generation); Written the time of its last update.
 	Generation uint64
 	Written    time.Time
+	// NotBefore and NotAfter bound the validity of what the directory holds
+	// (hotcert.Material.NotBefore and NotAfter).
+	NotBefore, NotAfter time.Time
 	// Files names the files the directory holds.
 	Files []string
 	// InSync is true while the directory holds the Material in use, with the
@@ -221,6 +224,7 @@ func (m *Mirror) update() error {
 		}
 	}
 	m.st.Generation, m.st.Files, m.st.InSync = mat.Generation(), names, true
+	m.st.NotBefore, m.st.NotAfter = mat.NotBefore(), mat.NotAfter()
 	m.st.LastError, m.st.LastReason, m.failKey = nil, "", ""
 	if pwErr != nil {
 		// Still refused: the files keep the last good password, and say why.
