@@ -37,6 +37,7 @@ type Mirror struct {
 	written map[string][32]byte
 	st      Status
 	failKey string // the failure last reported; "" after a success
+	tries   uint64 // updates attempted, for tests
 }
 
 // Status is a point-in-time view of a Mirror, for health endpoints. It holds
@@ -195,6 +196,7 @@ func (m *Mirror) update() error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.tries++
 	mat := m.src.Current()
 	var pw string
 	if m.pw != nil {

@@ -325,9 +325,11 @@ func TestWriteFailureKeepsFilesAndIsRetried(t *testing.T) {
 	next := f.ca.MustIssue()
 	f.secret.MustWrite(f.payload(next, f.ca))
 	testutil.WaitFor(t, "the write failure", func() bool { _, fails := f.mobs.counts(); return len(fails) == 1 })
-	if st := f.m.Status(); st.InSync || st.LastReason != mirror.ReasonWrite {
-		t.Errorf("status after a failed write: in sync %v, reason %q", st.InSync, st.LastReason)
+	if st := f.m.Status(); st.InSync || st.LastReason != mirror.ReasonWrite || !strings.Contains(st.LastError.Error(), "renaming into tls.crt: ") {
+		t.Errorf("status after a failed write: in sync %v, reason %q, error %v", st.InSync, st.LastReason, st.LastError)
 	}
+	tries := mirror.Tries(f.m)
+	testutil.WaitFor(t, "three retries", func() bool { return mirror.Tries(f.m) >= tries+3 })
 	if !bytes.Equal(f.read(mirror.KeystoreFile), ks) {
 		t.Errorf("keystore.p12 changed in an update that failed")
 	}

@@ -38,7 +38,7 @@ func writeFiles(dir string, outs []output) (err error) {
 	}
 	for i, o := range outs {
 		if err := os.Rename(tmps[i], filepath.Join(dir, o.name)); err != nil {
-			return fmt.Errorf("mirror: %w", err)
+			return fileError("renaming into", o.name, err)
 		}
 		tmps[i] = "" // renamed: nothing to remove
 	}
@@ -52,26 +52,39 @@ func writeFiles(dir string, outs []output) (err error) {
 func writeTemp(dir string, o output) (string, error) {
 	f, err := os.CreateTemp(dir, "."+o.name+tmpMarker+"*")
 	if err != nil {
-		return "", fmt.Errorf("mirror: %w", err)
+		return "", fileError("creating a temporary file for", o.name, err)
 	}
 	name := f.Name()
 	// Chmod, not the umask-filtered mode of an open: the mode is what was asked.
-	if err := f.Chmod(o.mode); err != nil {
-		f.Close()
-		return name, fmt.Errorf("mirror: %w", err)
+	err = f.Chmod(o.mode)
+	if err == nil {
+		_, err = f.Write(o.data)
 	}
-	if _, err := f.Write(o.data); err != nil {
-		f.Close()
-		return name, fmt.Errorf("mirror: %w", err)
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return name, fmt.Errorf("mirror: %w", err)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err := f.Close(); err != nil {
-		return name, fmt.Errorf("mirror: %w", err)
+	if err != nil {
+		return name, fileError("writing", o.name, err)
 	}
 	return name, nil
+}
+
+// fileError says what failed for which file of the directory, without the
+// temporary file's random name: the same failure on a retry has the same
+// message, and is reported once.
+func fileError(op, name string, err error) error {
+	var pe *os.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		err = pe.Err
+	case errors.As(err, &le):
+		err = le.Err
+	}
+	return fmt.Errorf("mirror: %s %s: %w", op, name, err)
 }
 
 // syncDir makes the renames in dir durable.
