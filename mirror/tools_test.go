@@ -33,14 +33,14 @@ func run(t *testing.T, name string, args ...string) string {
 func TestRealToolsReadTheMirror(t *testing.T) {
 	f := newFixture(t)
 	ca2 := hotcerttest.MustNewCA(hotcerttest.WithCommonName(f.ca.Cert.Subject.CommonName)) // a rotation's new CA, same subject
-	next := f.ca.MustIssue()
+	next := f.ca.MustNewIntermediate().MustIssue() // a chain of two
 	f.secret.MustWrite(f.payload(next, f.ca, ca2))
 	waitFiles(t, f, next, f.ca, ca2)
 	ks, ts := filepath.Join(f.out, "keystore.p12"), filepath.Join(f.out, "truststore.p12")
 	pw := "pass:s3cret-one"
 
 	out := run(t, "keytool", "-list", "-v", "-storetype", "PKCS12", "-keystore", ks, "-storepass", "s3cret-one")
-	if !strings.Contains(out, "Your keystore contains 1 entry") || !strings.Contains(out, "Entry type: PrivateKeyEntry") ||
+	if !strings.Contains(out, "Your keystore contains 1 entry") || !strings.Contains(out, "Entry type: PrivateKeyEntry") || !strings.Contains(out, "Certificate chain length: 2") ||
 		!strings.Contains(out, "SHA256: "+hotcert.FingerprintOf(next.Cert).Colon()) {
 		t.Errorf("keytool -list keystore.p12: want one PrivateKeyEntry with the leaf's fingerprint:\n%s", out)
 	}
