@@ -33,7 +33,7 @@ func run(t *testing.T, name string, args ...string) string {
 func TestRealToolsReadTheMirror(t *testing.T) {
 	f := newFixture(t)
 	ca2 := hotcerttest.MustNewCA(hotcerttest.WithCommonName(f.ca.Cert.Subject.CommonName)) // a rotation's new CA, same subject
-	next := f.ca.MustNewIntermediate().MustIssue() // a chain of two
+	next := f.ca.MustNewIntermediate().MustIssue()                                         // a chain of two
 	f.secret.MustWrite(f.payload(next, f.ca, ca2))
 	waitFiles(t, f, next, f.ca, ca2)
 	ks, ts := filepath.Join(f.out, "keystore.p12"), filepath.Join(f.out, "truststore.p12")
