@@ -163,6 +163,9 @@ func testJavaFollowsEveryKubeletSwap(t *testing.T, classes string) {
 	if got := len(java.matching("KEYSTORE")); got != swaps+1 {
 		t.Errorf("Java held %d keystores, want %d (the first and one per swap)", got, swaps+1)
 	}
+	if got := len(java.matching("TRUSTSTORE")); got != swaps+1 {
+		t.Errorf("Java held %d sets of trust anchors, want %d (the first and one per swap)", got, swaps+1)
+	}
 	t.Logf("%d swaps, 0 missed; kubelet swap to the mirror written: %s; to Java holding it: %s", swaps, percentiles(mirrored), percentiles(lat))
 }
 
