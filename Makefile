@@ -39,7 +39,7 @@ unit:
 	$(GO) test $(TEST_FLAGS) $(PKGS)
 	$(GO) test $(TOOL_TEST_FLAGS) $(TOOL_PKGS)
 
-## tools: install openssl, promtool and gcc from Debian's packages when missing.
+## tools: install openssl, promtool, gcc and a JDK from Debian's packages when missing.
 tools:
 	@hack/tools.sh
 

@@ -7,6 +7,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
+	software.sslmate.com/src/go-pkcs12 v0.7.4
 )
 
 require (
@@ -17,6 +18,7 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect

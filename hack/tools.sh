@@ -4,6 +4,9 @@
 #   promtool  the alert rules' unit tests (Debian's prometheus package)
 #   prometheus  the census tests' real Prometheus server (the same package)
 #   gcc       spire-server links SQLite with cgo (hack/build-spire.sh)
+#   openjdk-17-jdk-headless  javac, java and keytool: the mirror's tests run a Java
+#             program that reloads a PKCS#12 keystore and truststore (about 116 MB
+#             to download, 266 MB installed)
 # Nothing is installed when every tool is there. Without root or apt-get, it says
 # what to install and fails.
 set -euo pipefail
@@ -12,6 +15,7 @@ need=()
 command -v openssl >/dev/null || need+=(openssl)
 command -v promtool >/dev/null && command -v prometheus >/dev/null || need+=(prometheus)
 command -v gcc >/dev/null || need+=(gcc)
+command -v javac >/dev/null && command -v keytool >/dev/null || need+=(openjdk-17-jdk-headless)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
@@ -20,4 +24,6 @@ if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
 fi
 echo "tools: installing ${need[*]} with apt-get..."
 apt-get update -qq
+# Debian's slim images drop /usr/share/man; the JDK's postinst fails without it.
+mkdir -p /usr/share/man/man1
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
