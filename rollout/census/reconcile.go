@@ -91,6 +91,11 @@ func (c *Census) census(ctx context.Context, tr *v1alpha1.TrustRotation, oldCA, 
 	spec := &tr.Spec
 	trustNames, states := trustObjects(ctx, c.api, spec.Trust, oldCA, newCA)
 	serverNames, servers := serverObjects(ctx, c.api, spec.ServerCertificates, oldCA, newCA)
+	listed, err := listPods(ctx, c.cache, append(states, servers...))
+	if err != nil {
+		return nil, fmt.Errorf("census: %s: %w", tr.Name, err)
+	}
+	states = append(states, projectedSelections(ctx, c.api, states, listed, oldCA, newCA)...)
 	st := &v1alpha1.TrustRotationStatus{ObservedGeneration: tr.Generation}
 	st.Trust = core.TrackTrust(trustNames, tr.Status.Trust, states, now)
 	st.ServerCertificates = core.TrackServers(serverNames, tr.Status.ServerCertificates, servers, now)
@@ -100,10 +105,7 @@ func (c *Census) census(ctx context.Context, tr *v1alpha1.TrustRotation, oldCA, 
 	for i, s := range states {
 		objects[i] = s.Object
 	}
-	pods, byKey, err := consumers(ctx, c.cache, objects)
-	if err != nil {
-		return nil, fmt.Errorf("census: %s: %w", tr.Name, err)
-	}
+	pods, byKey := consumers(listed, objects)
 	g := &gatherer{c: c, tr: tr, cache: c.cache, oldCA: oldCA, newCA: newCA, pods: pods, byKey: byKey, states: states}
 	reports, reportErr := g.reports(ctx)
 	in := core.Input{

@@ -28,15 +28,21 @@ const (
 
 // Object is one concrete object the census follows: a key of a ConfigMap or
 // Secret, or a ClusterTrustBundle (by name, or a signer's: SignerName with
-// Name empty). A trust-manager Bundle or a ClusterTrustBundle selector of the
-// spec expands into several, all with the same Origin.
+// Name empty, the union of the signer's bundles whose labels match
+// Selector). A trust-manager Bundle expands into several, all with the same
+// Origin; so does a signer's entry, into one object per label selector its
+// consumers' projections use (each gets the union of the bundles its own
+// selector matches, which is what the kubelet writes into the pod).
 type Object struct {
 	Kind       Kind
 	Namespace  string
 	Name       string
 	Key        string
 	SignerName string
-	Role       Role
+	// Selector is a signer's object's label selector, as
+	// labels.Selector.String() prints it ("" matches every bundle).
+	Selector string
+	Role     Role
 	// Origin is the index of the spec entry it comes from (spec.trust for
 	// RoleTrust, spec.serverCertificates for RoleServer).
 	Origin int
@@ -44,9 +50,11 @@ type Object struct {
 
 // String names o for messages: "ConfigMap team-a/ca key ca.crt",
 // "ClusterTrustBundle agents-2026", "the ClusterTrustBundles of signer
-// example.com/agents".
+// example.com/agents matching ring=1".
 func (o Object) String() string {
 	switch {
+	case o.Kind == KindClusterTrustBundle && o.Name == "" && o.Selector != "":
+		return "the ClusterTrustBundles of signer " + o.SignerName + " matching " + o.Selector
 	case o.Kind == KindClusterTrustBundle && o.Name == "":
 		return "the ClusterTrustBundles of signer " + o.SignerName
 	case o.Kind == KindClusterTrustBundle:

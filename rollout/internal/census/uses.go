@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // PodOf returns what the census needs of p: the uses its containers make of
@@ -120,6 +121,7 @@ type file struct {
 	name, key string // key "" for every key (then path is the key's)
 	path      string
 	signer    string // a clusterTrustBundle source by signer (name "")
+	selector  string // its label selector (labels.Selector.String())
 	how       How
 }
 
@@ -131,7 +133,7 @@ func (f file) matches(o Object, ns string) bool {
 		if o.Name != "" {
 			return o.Name == f.name
 		}
-		return f.name == "" && o.SignerName == f.signer
+		return f.name == "" && o.SignerName == f.signer && o.Selector == f.selector
 	}
 	return o.Namespace == ns && o.Name == f.name && (f.key == "" || o.Key == f.key)
 }
@@ -165,11 +167,15 @@ func volumeFiles(v *corev1.Volume) []file {
 			}
 			if t := src.ClusterTrustBundle; t != nil {
 				f := file{kind: KindClusterTrustBundle, path: t.Path, how: HowClusterTrustBundle}
-				if t.Name != nil {
+				switch {
+				case t.Name != nil:
 					f.name = *t.Name
-				}
-				if t.SignerName != nil {
-					f.signer = *t.SignerName
+				case t.SignerName != nil:
+					sel, ok := ProjectionSelector(t)
+					if !ok {
+						continue // it selects nothing
+					}
+					f.signer, f.selector = *t.SignerName, sel
 				}
 				out = append(out, f)
 			}
@@ -185,4 +191,51 @@ func reaches(subPath, path string) bool {
 	p := strings.TrimPrefix(strings.Trim(subPath, "/"), "..data/")
 	path = strings.Trim(path, "/")
 	return path == p || strings.HasPrefix(path, p+"/")
+}
+
+// SignerSelection is a clusterTrustBundle projection by signer: the union of
+// the signer's ClusterTrustBundles whose labels match Selector
+// (labels.Selector.String(); "" matches every one).
+type SignerSelection struct {
+	Signer, Selector string
+}
+
+// SignerSelections lists the clusterTrustBundle projections by signer that
+// the containers of p mount (what their bundles hold must be read for each),
+// once each. A projection whose selector matches nothing is left out.
+func SignerSelections(p *corev1.Pod) []SignerSelection {
+	mounted := map[string]bool{}
+	for _, c := range p.Spec.Containers {
+		for _, m := range c.VolumeMounts {
+			mounted[m.Name] = true
+		}
+	}
+	var out []SignerSelection
+	for _, v := range p.Spec.Volumes {
+		if !mounted[v.Name] {
+			continue
+		}
+		for _, f := range volumeFiles(&v) {
+			s := SignerSelection{f.signer, f.selector}
+			if f.kind == KindClusterTrustBundle && f.signer != "" && !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// ProjectionSelector is the selector of a clusterTrustBundle projection by
+// signer, as the kubelet reads it: ok false when the projection selects
+// nothing (no selector: "match nothing", or one that does not parse), ""
+// when it selects every bundle of the signer (an empty selector).
+func ProjectionSelector(t *corev1.ClusterTrustBundleProjection) (selector string, ok bool) {
+	if t.LabelSelector == nil {
+		return "", false
+	}
+	sel, err := metav1.LabelSelectorAsSelector(t.LabelSelector)
+	if err != nil {
+		return "", false
+	}
+	return sel.String(), true
 }
