@@ -19,8 +19,8 @@ import (
 
 // listPods lists, from the cache, the running pods that may consume
 // objects: those of the objects' namespaces, or of every namespace when a
-// ClusterTrustBundle is among them.
-func listPods(ctx context.Context, cache client.Reader, objects []core.State) ([]*corev1.Pod, error) {
+// ClusterTrustBundle is among them; of the namespaces in scope only.
+func listPods(ctx context.Context, cache client.Reader, objects []core.State, sc scope) ([]*corev1.Pod, error) {
 	namespaces := map[string]bool{}
 	for _, o := range objects {
 		if o.Namespace == "" {
@@ -31,13 +31,16 @@ func listPods(ctx context.Context, cache client.Reader, objects []core.State) ([
 	}
 	var pods []*corev1.Pod
 	for ns := range namespaces {
+		if ns != "" && !sc.contains(ns) {
+			continue
+		}
 		list := &corev1.PodList{}
 		if err := cache.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return nil, fmt.Errorf("listing pods: %w", err)
 		}
 		for i := range list.Items {
 			p := &list.Items[i]
-			if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || !sc.contains(p.Namespace) {
 				continue
 			}
 			pods = append(pods, p)

@@ -89,9 +89,14 @@ func (c *Census) take(ctx context.Context, tr *v1alpha1.TrustRotation, now time.
 
 func (c *Census) census(ctx context.Context, tr *v1alpha1.TrustRotation, oldCA, newCA side, now time.Time) (*v1alpha1.TrustRotationStatus, error) {
 	spec := &tr.Spec
+	sc, err := c.scopeNow(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("census: %s: %w", tr.Name, err)
+	}
 	trustNames, states := trustObjects(ctx, c.api, spec.Trust, oldCA, newCA)
 	serverNames, servers := serverObjects(ctx, c.api, spec.ServerCertificates, oldCA, newCA)
-	listed, err := listPods(ctx, c.cache, append(states, servers...))
+	states, servers = sc.restrict(states, spec.Trust), sc.restrict(servers, spec.Trust)
+	listed, err := listPods(ctx, c.cache, append(states, servers...), sc)
 	if err != nil {
 		return nil, fmt.Errorf("census: %s: %w", tr.Name, err)
 	}
@@ -116,6 +121,9 @@ func (c *Census) census(ctx context.Context, tr *v1alpha1.TrustRotation, oldCA, 
 	r := core.Take(in)
 	c.metrics.observe(tr.Name, r)
 	st.Next, st.Summary = r.Next, r.Summary
+	if sc.desc != "" {
+		st.Summary += " (counting the pods of " + sc.desc + " only)"
+	}
 	if reportErr != "" {
 		st.Summary += " (reports could not be read: " + reportErr + ")"
 		log.FromContext(ctx).Info("census: reports could not be read", "rotation", tr.Name, "error", reportErr)
