@@ -309,10 +309,16 @@ func readBundleTargets(ctx context.Context, r client.Reader, name string, origin
 	return out
 }
 
-// serverObjects reads spec.serverCertificates: the leaf of each, and which
-// side issued it. names are "namespace/name".
-func serverObjects(ctx context.Context, r client.Reader, certs []v1alpha1.ServerCertificate, oldCA, newCA side) (names []string, states []core.State) {
+// serverObjects reads spec.serverCertificates' Secrets: the leaf of each,
+// and which side issued it. names are "namespace/name" (an entry naming a
+// signer, whose signers entry is the signer, is read per pod: podcerts.go).
+func serverObjects(ctx context.Context, r client.Reader, certs []v1alpha1.ServerCertificate, oldCA, newCA side) (names, signers []string, states []core.State) {
 	for i, sc := range certs {
+		if sc.SignerName != "" {
+			names, signers = append(names, "the pod certificates of signer "+sc.SignerName), append(signers, sc.SignerName)
+			continue
+		}
+		signers = append(signers, "")
 		key := sc.Key
 		if key == "" {
 			key = "tls.crt"
@@ -333,7 +339,7 @@ func serverObjects(ctx context.Context, r client.Reader, certs []v1alpha1.Server
 		}
 		states = append(states, s)
 	}
-	return names, states
+	return names, signers, states
 }
 
 func convertMap(m map[string]any, into any) error {

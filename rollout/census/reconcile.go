@@ -3,12 +3,14 @@ package census
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -27,6 +29,7 @@ func (c *Census) reconcile(ctx context.Context, req reconcile.Request) (reconcil
 			c.triggers.follow(req.Name, nil)
 			c.mu.Lock()
 			delete(c.last, req.Name)
+			delete(c.seenPCRs, req.Name)
 			c.mu.Unlock()
 			return reconcile.Result{}, nil
 		}
@@ -94,16 +97,21 @@ func (c *Census) census(ctx context.Context, tr *v1alpha1.TrustRotation, oldCA, 
 		return nil, fmt.Errorf("census: %s: %w", tr.Name, err)
 	}
 	trustNames, states := trustObjects(ctx, c.api, spec.Trust, oldCA, newCA)
-	serverNames, servers := serverObjects(ctx, c.api, spec.ServerCertificates, oldCA, newCA)
+	serverNames, signers, servers := serverObjects(ctx, c.api, spec.ServerCertificates, oldCA, newCA)
 	states, servers = sc.restrict(states, spec.Trust), sc.restrict(servers, spec.Trust)
-	listed, err := listPods(ctx, c.cache, append(states, servers...), sc)
+	read := slices.Concat(states, servers)
+	if slices.ContainsFunc(signers, func(s string) bool { return s != "" }) {
+		read = append(read, core.State{}) // pod certificates: pods of every namespace
+	}
+	listed, err := listPods(ctx, c.cache, read, sc)
 	if err != nil {
 		return nil, fmt.Errorf("census: %s: %w", tr.Name, err)
 	}
 	states = append(states, projectedSelections(ctx, c.api, states, listed, oldCA, newCA)...)
+	servers = append(servers, podCertificates(ctx, c.api, spec.ServerCertificates, listed, oldCA, newCA, c.pcrSeen(tr.Name), now)...)
 	st := &v1alpha1.TrustRotationStatus{ObservedGeneration: tr.Generation}
 	st.Trust = core.TrackTrust(trustNames, tr.Status.Trust, states, now)
-	st.ServerCertificates = core.TrackServers(serverNames, tr.Status.ServerCertificates, servers, now)
+	st.ServerCertificates = core.TrackServers(serverNames, signers, tr.Status.ServerCertificates, servers, now)
 	states = append(states, servers...)
 	c.triggers.follow(tr.Name, triggersOf(spec, states))
 	objects := make([]core.Object, len(states))
@@ -175,4 +183,18 @@ func eventType(done bool) string {
 		return corev1.EventTypeNormal
 	}
 	return corev1.EventTypeWarning
+}
+
+// pcrSeen is when the census of rotation first saw each issued
+// PodCertificateRequest (reconciles are sequential: the map is used by one at
+// a time).
+func (c *Census) pcrSeen(rotation string) map[types.UID]time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.seenPCRs[rotation]
+	if m == nil {
+		m = map[types.UID]time.Time{}
+		c.seenPCRs[rotation] = m
+	}
+	return m
 }

@@ -13,6 +13,10 @@ const (
 	KindConfigMap          Kind = "ConfigMap"
 	KindSecret             Kind = "Secret"
 	KindClusterTrustBundle Kind = "ClusterTrustBundle"
+	// KindPodCertificate is the certificate the kubelet got for one pod's
+	// podCertificate projection of a signer (Namespace and Name are the
+	// pod's): what the newest issued PodCertificateRequest holds.
+	KindPodCertificate Kind = "PodCertificate"
 )
 
 // Role says what an object is to its consumers.
@@ -50,7 +54,8 @@ type Object struct {
 
 // String names o for messages: "ConfigMap team-a/ca key ca.crt",
 // "ClusterTrustBundle agents-2026", "the ClusterTrustBundles of signer
-// example.com/agents matching ring=1".
+// example.com/agents matching ring=1", "the example.com/cp pod certificate
+// of pod team-a/cp-0".
 func (o Object) String() string {
 	switch {
 	case o.Kind == KindClusterTrustBundle && o.Name == "" && o.Selector != "":
@@ -59,6 +64,8 @@ func (o Object) String() string {
 		return "the ClusterTrustBundles of signer " + o.SignerName
 	case o.Kind == KindClusterTrustBundle:
 		return "ClusterTrustBundle " + o.Name
+	case o.Kind == KindPodCertificate:
+		return fmt.Sprintf("the %s pod certificate of pod %s/%s", o.SignerName, o.Namespace, o.Name)
 	}
 	return fmt.Sprintf("%s %s/%s key %s", o.Kind, o.Namespace, o.Name, o.Key)
 }
@@ -94,13 +101,14 @@ type CA struct {
 // How is how a container consumes an object.
 type How string
 
-// Ways of consuming an object. Volume, Projected and ClusterTrustBundle
-// follow the object's changes (after the kubelet's delay); SubPath and Env
-// never do.
+// Ways of consuming an object. Volume, Projected, ClusterTrustBundle and
+// PodCertificate follow the object's changes (after the kubelet's delay);
+// SubPath and Env never do.
 const (
 	HowVolume             How = "volume"
 	HowProjected          How = "projected"
 	HowClusterTrustBundle How = "clusterTrustBundle"
+	HowPodCertificate     How = "podCertificate"
 	HowSubPath            How = "subPath"
 	HowEnv                How = "env"
 )

@@ -16,7 +16,7 @@ import (
 // they have run to completion, and what they read is held by no process that
 // serves or dials.
 func PodOf(p *corev1.Pod, objects []Object) (pod Pod, ok bool) {
-	uses := podUses(&p.Spec, p.Namespace, objects)
+	uses := podUses(&p.Spec, p.Namespace, p.Name, objects)
 	if len(uses) == 0 {
 		return Pod{}, false
 	}
@@ -32,7 +32,7 @@ func PodOf(p *corev1.Pod, objects []Object) (pod Pod, ok bool) {
 // podUses returns, per container and object, how the container consumes the
 // object; a container consuming one object several ways keeps the weakest
 // (one that is never updated over one that is).
-func podUses(spec *corev1.PodSpec, ns string, objects []Object) []Use {
+func podUses(spec *corev1.PodSpec, ns, pod string, objects []Object) []Use {
 	vols := map[string]*corev1.Volume{}
 	for i := range spec.Volumes {
 		vols[spec.Volumes[i].Name] = &spec.Volumes[i]
@@ -57,12 +57,12 @@ func podUses(spec *corev1.PodSpec, ns string, objects []Object) []Use {
 			}
 			for _, f := range volumeFiles(v) {
 				for i, o := range objects {
-					if !f.matches(o, ns) {
+					if !f.matches(o, ns, pod) {
 						continue
 					}
 					how := f.how
 					path := f.path
-					if f.key == "" && f.kind != KindClusterTrustBundle {
+					if f.key == "" && f.kind != KindClusterTrustBundle && f.kind != KindPodCertificate {
 						path = o.Key // a source without items puts each key at its name
 					}
 					if m.SubPathExpr != "" || (m.SubPath != "" && reaches(m.SubPath, path)) {
@@ -125,9 +125,12 @@ type file struct {
 	how       How
 }
 
-func (f file) matches(o Object, ns string) bool {
+func (f file) matches(o Object, ns, pod string) bool {
 	if o.Kind != f.kind {
 		return false
+	}
+	if f.kind == KindPodCertificate {
+		return o.Namespace == ns && o.Name == pod && o.SignerName == f.signer
 	}
 	if f.kind == KindClusterTrustBundle {
 		if o.Name != "" {
@@ -179,6 +182,14 @@ func volumeFiles(v *corev1.Volume) []file {
 				}
 				out = append(out, f)
 			}
+			if c := src.PodCertificate; c != nil {
+				// One file per path it writes (a subPath may reach one).
+				for _, path := range []string{c.CredentialBundlePath, c.CertificateChainPath, c.KeyPath} {
+					if path != "" {
+						out = append(out, file{kind: KindPodCertificate, signer: c.SignerName, path: path, how: HowPodCertificate})
+					}
+				}
+			}
 		}
 	}
 	return out
@@ -219,6 +230,29 @@ func SignerSelections(p *corev1.Pod) []SignerSelection {
 			s := SignerSelection{f.signer, f.selector}
 			if f.kind == KindClusterTrustBundle && f.signer != "" && !slices.Contains(out, s) {
 				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// PodCertificateSigners lists the signers of the podCertificate
+// projections that the containers of p mount, once each.
+func PodCertificateSigners(p *corev1.Pod) []string {
+	mounted := map[string]bool{}
+	for _, c := range p.Spec.Containers {
+		for _, m := range c.VolumeMounts {
+			mounted[m.Name] = true
+		}
+	}
+	var out []string
+	for _, v := range p.Spec.Volumes {
+		if !mounted[v.Name] || v.Projected == nil {
+			continue
+		}
+		for _, src := range v.Projected.Sources {
+			if c := src.PodCertificate; c != nil && !slices.Contains(out, c.SignerName) {
+				out = append(out, c.SignerName)
 			}
 		}
 	}

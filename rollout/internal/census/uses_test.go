@@ -17,6 +17,8 @@ var (
 	ctbSigner = Object{Kind: KindClusterTrustBundle, SignerName: "example.com/agents", Origin: 1}
 	serverTLS = Object{Kind: KindSecret, Namespace: "ns", Name: "cp-tls", Key: "tls.crt", Role: RoleServer}
 	ctbRing1  = Object{Kind: KindClusterTrustBundle, SignerName: "example.com/agents", Selector: "ring=1", Origin: 1}
+	podCert   = Object{Kind: KindPodCertificate, Namespace: "ns", Name: "p", SignerName: "example.com/cp", Role: RoleServer}
+	otherCert = Object{Kind: KindPodCertificate, Namespace: "ns", Name: "q", SignerName: "example.com/cp", Role: RoleServer}
 )
 
 func container(name string, mounts ...corev1.VolumeMount) corev1.Container {
@@ -26,7 +28,7 @@ func container(name string, mounts ...corev1.VolumeMount) corev1.Container {
 // TestPodOf: how each container consumes each object, for every way a pod
 // can consume one.
 func TestPodOf(t *testing.T) {
-	objects := []Object{caCM, caSecret, ctbByName, ctbSigner, serverTLS, ctbRing1}
+	objects := []Object{caCM, caSecret, ctbByName, ctbSigner, serverTLS, ctbRing1, podCert, otherCert}
 	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	cases := []struct {
 		name string
@@ -61,6 +63,20 @@ func TestPodOf(t *testing.T) {
 			}}}}},
 			Containers: []corev1.Container{container("app", corev1.VolumeMount{Name: "p", MountPath: "/etc/p"})},
 		}, []Use{{Container: "app", Object: 5, How: HowClusterTrustBundle}}},
+		// A podCertificate projection of a signer consumes the certificate
+		// the kubelet got for this pod (not another pod's); a subPath that
+		// reaches one of the files it writes is never updated.
+		{"pod-certificate", corev1.PodSpec{
+			Volumes: []corev1.Volume{{Name: "p", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{PodCertificate: &corev1.PodCertificateProjection{SignerName: "example.com/cp", KeyType: "ECDSAP256", CredentialBundlePath: "creds.pem"}},
+				{PodCertificate: &corev1.PodCertificateProjection{SignerName: "example.com/other", KeyType: "ECDSAP256", CredentialBundlePath: "other.pem"}},
+			}}}}},
+			Containers: []corev1.Container{
+				container("app", corev1.VolumeMount{Name: "p", MountPath: "/var/run/tls"}),
+				container("sub", corev1.VolumeMount{Name: "p", MountPath: "/tls/creds.pem", SubPath: "creds.pem"}),
+				container("elsewhere", corev1.VolumeMount{Name: "p", MountPath: "/tls/other.pem", SubPath: "other.pem"}),
+			},
+		}, []Use{{Container: "app", Object: 6, How: HowPodCertificate}, {Container: "sub", Object: 6, How: HowSubPath}}},
 		{"subpath-reaches-key", corev1.PodSpec{
 			Volumes: []corev1.Volume{{Name: "ca", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "ca"}}}}},
 			Containers: []corev1.Container{
