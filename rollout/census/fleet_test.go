@@ -194,7 +194,8 @@ func TestCensusOfAMixedFleet(t *testing.T) {
 	scrapes := promScalar(t, prom, fmt.Sprintf(`count_over_time(up{pod="lib-client"}[%dms])`, named.Sub(lost).Milliseconds()), named)
 	t.Logf("the library client named %s after it lost the new CA, %v scrape(s) of it later (scrape interval %s, census interval %s)",
 		named.Sub(lost).Round(10*time.Millisecond), scrapes, fleetScrape, fleetCensus)
-	if scrapes != 1 {
+	// 0 only if a scrape began between the reload and lost (within ~10ms).
+	if scrapes > 1 {
 		t.Fatalf("the library client was named after %v scrapes of it since it lost the new CA, want the first (within one scrape interval)", scrapes)
 	}
 	fleet[slices.IndexFunc(fleet, func(k truth) bool { return k.pod == "lib-client" })].state = "old"
