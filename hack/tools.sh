@@ -3,6 +3,7 @@
 #   openssl   the runbook's and tests' cross-checks (openssl s_client, x509 -serial)
 #   promtool  the alert rules' unit tests (Debian's prometheus package)
 #   prometheus  the census tests' real Prometheus server (the same package)
+#   python3   the census fleet test's consumer that is not Go and reports nothing
 #   gcc       spire-server links SQLite with cgo (hack/build-spire.sh)
 #   openjdk-17-jdk-headless  javac, java and keytool: the mirror's tests run a Java
 #             program that reloads a PKCS#12 keystore and truststore (about 116 MB
@@ -16,6 +17,7 @@ command -v openssl >/dev/null || need+=(openssl)
 command -v promtool >/dev/null && command -v prometheus >/dev/null || need+=(prometheus)
 command -v gcc >/dev/null || need+=(gcc)
 command -v javac >/dev/null && command -v keytool >/dev/null || need+=(openjdk-17-jdk-headless)
+command -v python3 >/dev/null || need+=(python3)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
@@ -39,8 +40,9 @@ type Census struct {
 
 	triggers *triggers // wakes a rotation when an object it reads changes
 
-	mu   sync.Mutex
-	last map[string]time.Time // rotation -> when its last census was taken
+	mu       sync.Mutex
+	last     map[string]time.Time               // rotation -> when its last census was taken
+	seenPCRs map[string]map[types.UID]time.Time // rotation -> issued PodCertificateRequest -> first seen
 }
 
 // New returns a census controller with options o and registers its metrics.
@@ -50,7 +52,7 @@ func New(o Options) (*Census, error) {
 	if err != nil {
 		return nil, fmt.Errorf("census: registering metrics: %w", err)
 	}
-	return &Census{opts: o, metrics: m, last: map[string]time.Time{}}, nil
+	return &Census{opts: o, metrics: m, last: map[string]time.Time{}, seenPCRs: map[string]map[types.UID]time.Time{}}, nil
 }
 
 // SetupWithManager registers the controller: it reconciles each

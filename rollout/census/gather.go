@@ -17,10 +17,10 @@ import (
 	"github.com/hotcert/hotcert/rollout/internal/census/evidence"
 )
 
-// consumers lists, from the cache, the pods that consume objects: in the
-// objects' namespaces, or in every namespace when a ClusterTrustBundle is
-// among them. It returns them with the cached pods, by key.
-func consumers(ctx context.Context, cache client.Reader, objects []core.Object) ([]core.Pod, map[string]*corev1.Pod, error) {
+// listPods lists, from the cache, the running pods that may consume
+// objects: those of the objects' namespaces, or of every namespace when a
+// ClusterTrustBundle is among them; of the namespaces in scope only.
+func listPods(ctx context.Context, cache client.Reader, objects []core.State, sc scope) ([]*corev1.Pod, error) {
 	namespaces := map[string]bool{}
 	for _, o := range objects {
 		if o.Namespace == "" {
@@ -29,25 +29,38 @@ func consumers(ctx context.Context, cache client.Reader, objects []core.Object) 
 		}
 		namespaces[o.Namespace] = true
 	}
-	var pods []core.Pod
-	byKey := map[string]*corev1.Pod{}
+	var pods []*corev1.Pod
 	for ns := range namespaces {
+		if ns != "" && !sc.contains(ns) {
+			continue
+		}
 		list := &corev1.PodList{}
 		if err := cache.List(ctx, list, client.InNamespace(ns)); err != nil {
-			return nil, nil, fmt.Errorf("listing pods: %w", err)
+			return nil, fmt.Errorf("listing pods: %w", err)
 		}
 		for i := range list.Items {
 			p := &list.Items[i]
-			if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || !sc.contains(p.Namespace) {
 				continue
 			}
-			if cp, ok := core.PodOf(p, objects); ok {
-				pods = append(pods, cp)
-				byKey[cp.Key()] = p
-			}
+			pods = append(pods, p)
 		}
 	}
-	return pods, byKey, nil
+	return pods, nil
+}
+
+// consumers returns the pods that consume objects, with the cached pods, by
+// key.
+func consumers(pods []*corev1.Pod, objects []core.Object) ([]core.Pod, map[string]*corev1.Pod) {
+	var out []core.Pod
+	byKey := map[string]*corev1.Pod{}
+	for _, p := range pods {
+		if cp, ok := core.PodOf(p, objects); ok {
+			out = append(out, cp)
+			byKey[cp.Key()] = p
+		}
+	}
+	return out, byKey
 }
 
 // gatherer gathers the evidence of one census.

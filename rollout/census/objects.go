@@ -167,7 +167,8 @@ func judgeBundle(o core.Object, data []byte, err error, oldCA, newCA side) core.
 	return s
 }
 
-// readCTB reads a ClusterTrustBundle, or the union of a signer's.
+// readCTB reads a ClusterTrustBundle, or the union of a signer's bundles
+// that the entry's selector matches (every one of the signer's without one).
 func readCTB(ctx context.Context, r client.Reader, ref v1alpha1.ClusterTrustBundleRef, origin int, oldCA, newCA side) core.State {
 	o := core.Object{Kind: core.KindClusterTrustBundle, Name: ref.Name, SignerName: ref.SignerName, Origin: origin}
 	if ref.Name != "" {
@@ -184,21 +185,80 @@ func readCTB(ctx context.Context, r client.Reader, ref v1alpha1.ClusterTrustBund
 			return judgeBundle(o, nil, fmt.Errorf("label selector: %w", err), oldCA, newCA)
 		}
 	}
-	list := &certificatesv1.ClusterTrustBundleList{}
-	if err := r.List(ctx, list, client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return judgeBundle(o, nil, fmt.Errorf("listing ClusterTrustBundles: %w", err), oldCA, newCA)
+	o.Selector = sel.String()
+	var b bundles
+	return b.union(ctx, r, o, oldCA, newCA)
+}
+
+// bundles lists the ClusterTrustBundles once per census, for the unions of
+// signers' bundles.
+type bundles struct {
+	list *certificatesv1.ClusterTrustBundleList
+	err  error
+}
+
+// union reads the union of o.SignerName's bundles that o.Selector matches,
+// as the kubelet writes it into a projection by signer.
+func (b *bundles) union(ctx context.Context, r client.Reader, o core.Object, oldCA, newCA side) core.State {
+	sel, err := labels.Parse(o.Selector)
+	if err != nil {
+		return judgeBundle(o, nil, fmt.Errorf("label selector: %w", err), oldCA, newCA)
+	}
+	if b.list == nil && b.err == nil {
+		b.list = &certificatesv1.ClusterTrustBundleList{}
+		if b.err = r.List(ctx, b.list); b.err != nil {
+			b.err = fmt.Errorf("listing ClusterTrustBundles: %w", b.err)
+		}
+	}
+	if b.err != nil {
+		return judgeBundle(o, nil, b.err, oldCA, newCA)
 	}
 	var union []byte
-	for _, b := range list.Items {
-		if b.Spec.SignerName == ref.SignerName {
-			union = append(union, b.Spec.TrustBundle...)
+	for _, c := range b.list.Items {
+		if c.Spec.SignerName == o.SignerName && sel.Matches(labels.Set(c.Labels)) {
+			union = append(union, c.Spec.TrustBundle...)
 			union = append(union, '\n')
 		}
 	}
 	if len(union) == 0 {
-		return judgeBundle(o, nil, fmt.Errorf("no ClusterTrustBundle of signer %s matches", ref.SignerName), oldCA, newCA)
+		return judgeBundle(o, nil, fmt.Errorf("no ClusterTrustBundle of signer %s matches", o.SignerName), oldCA, newCA)
 	}
 	return judgeBundle(o, union, nil, oldCA, newCA)
+}
+
+// projectedSelections returns the states to add for the projections by
+// signer that pods make with a selector of their own: for each signer a
+// spec.trust entry names, one object per selector the pods' projections of
+// that signer use (each gets the union of the bundles its selector matches,
+// read from the API server), dated with the entry.
+func projectedSelections(ctx context.Context, r client.Reader, states []core.State, pods []*corev1.Pod, oldCA, newCA side) []core.State {
+	entry := map[string]int{} // signer -> the origin of the entry naming it
+	have := map[core.SignerSelection]bool{}
+	for _, s := range states {
+		if s.Kind == core.KindClusterTrustBundle && s.Name == "" && s.Role == core.RoleTrust {
+			if _, ok := entry[s.SignerName]; !ok {
+				entry[s.SignerName] = s.Origin
+			}
+			have[core.SignerSelection{Signer: s.SignerName, Selector: s.Selector}] = true
+		}
+	}
+	if len(entry) == 0 {
+		return nil
+	}
+	var b bundles
+	var out []core.State
+	for _, p := range pods {
+		for _, sel := range core.SignerSelections(p) {
+			origin, ok := entry[sel.Signer]
+			if !ok || have[sel] {
+				continue
+			}
+			have[sel] = true
+			o := core.Object{Kind: core.KindClusterTrustBundle, SignerName: sel.Signer, Selector: sel.Selector, Origin: origin}
+			out = append(out, b.union(ctx, r, o, oldCA, newCA))
+		}
+	}
+	return out
 }
 
 // readBundleTargets reads a trust-manager Bundle's targets: the ConfigMap (or
@@ -249,10 +309,16 @@ func readBundleTargets(ctx context.Context, r client.Reader, name string, origin
 	return out
 }
 
-// serverObjects reads spec.serverCertificates: the leaf of each, and which
-// side issued it. names are "namespace/name".
-func serverObjects(ctx context.Context, r client.Reader, certs []v1alpha1.ServerCertificate, oldCA, newCA side) (names []string, states []core.State) {
+// serverObjects reads spec.serverCertificates' Secrets: the leaf of each,
+// and which side issued it. names are "namespace/name" (an entry naming a
+// signer, whose signers entry is the signer, is read per pod: podcerts.go).
+func serverObjects(ctx context.Context, r client.Reader, certs []v1alpha1.ServerCertificate, oldCA, newCA side) (names, signers []string, states []core.State) {
 	for i, sc := range certs {
+		if sc.SignerName != "" {
+			names, signers = append(names, "the pod certificates of signer "+sc.SignerName), append(signers, sc.SignerName)
+			continue
+		}
+		signers = append(signers, "")
 		key := sc.Key
 		if key == "" {
 			key = "tls.crt"
@@ -273,7 +339,7 @@ func serverObjects(ctx context.Context, r client.Reader, certs []v1alpha1.Server
 		}
 		states = append(states, s)
 	}
-	return names, states
+	return names, signers, states
 }
 
 func convertMap(m map[string]any, into any) error {

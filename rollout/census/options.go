@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/clock"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -48,6 +49,17 @@ type Options struct {
 	MetricsPrefix string
 	// Clock is the controller's clock (default the real one).
 	Clock clock.PassiveClock
+	// Namespaces and NamespaceSelector, when set, restrict the census to
+	// the pods of those namespaces (of the namespaces whose labels match;
+	// with both, of those of Namespaces that match), as hotcert-controller's
+	// --namespace and --namespace-selector restrict the rollout controller.
+	// The selector is read at each census, so a namespace that starts
+	// matching is counted from the next one. A trust-manager Bundle's
+	// targets are followed in those namespaces only; a ConfigMap or Secret
+	// the spec names in another namespace is an error of its entry (its
+	// consumers cannot be counted). The status's summary names the scope.
+	Namespaces        []string
+	NamespaceSelector labels.Selector
 	// SkipNameValidation lets several managers in one process (tests)
 	// register the controller.
 	SkipNameValidation bool
@@ -74,6 +86,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MetricsPrefix == "" {
 		o.MetricsPrefix = "hotcert"
+	}
+	if o.NamespaceSelector != nil && o.NamespaceSelector.Empty() {
+		o.NamespaceSelector = nil // every namespace
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}

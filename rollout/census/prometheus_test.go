@@ -64,9 +64,16 @@ func startProcess(t *testing.T, name string, args ...string) *exec.Cmd {
 // kubernetes_sd relabeling sets them); it returns its URL once ready.
 func startPrometheus(t *testing.T, targets map[string][2]string) string {
 	t.Helper()
+	return startPrometheusEvery(t, time.Second, targets)
+}
+
+// startPrometheusEvery is startPrometheus scraping every interval (whole
+// seconds).
+func startPrometheusEvery(t *testing.T, interval time.Duration, targets map[string][2]string) string {
+	t.Helper()
 	dir := t.TempDir()
 	var cfg strings.Builder
-	cfg.WriteString("global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n- job_name: pods\n  static_configs:\n")
+	fmt.Fprintf(&cfg, "global: {scrape_interval: %[1]s, evaluation_interval: %[1]s}\nscrape_configs:\n- job_name: pods\n  static_configs:\n", interval)
 	for addr, pod := range targets {
 		fmt.Fprintf(&cfg, "  - targets: [%q]\n    labels: {namespace: %q, pod: %q}\n", addr, pod[0], pod[1])
 	}

@@ -3,12 +3,14 @@ package census
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -27,6 +29,7 @@ func (c *Census) reconcile(ctx context.Context, req reconcile.Request) (reconcil
 			c.triggers.follow(req.Name, nil)
 			c.mu.Lock()
 			delete(c.last, req.Name)
+			delete(c.seenPCRs, req.Name)
 			c.mu.Unlock()
 			return reconcile.Result{}, nil
 		}
@@ -89,21 +92,33 @@ func (c *Census) take(ctx context.Context, tr *v1alpha1.TrustRotation, now time.
 
 func (c *Census) census(ctx context.Context, tr *v1alpha1.TrustRotation, oldCA, newCA side, now time.Time) (*v1alpha1.TrustRotationStatus, error) {
 	spec := &tr.Spec
+	sc, err := c.scopeNow(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("census: %s: %w", tr.Name, err)
+	}
 	trustNames, states := trustObjects(ctx, c.api, spec.Trust, oldCA, newCA)
-	serverNames, servers := serverObjects(ctx, c.api, spec.ServerCertificates, oldCA, newCA)
+	serverNames, signers, servers := serverObjects(ctx, c.api, spec.ServerCertificates, oldCA, newCA)
+	states, servers = sc.restrict(states, spec.Trust), sc.restrict(servers, spec.Trust)
+	read := slices.Concat(states, servers)
+	if slices.ContainsFunc(signers, func(s string) bool { return s != "" }) {
+		read = append(read, core.State{}) // pod certificates: pods of every namespace
+	}
+	listed, err := listPods(ctx, c.cache, read, sc)
+	if err != nil {
+		return nil, fmt.Errorf("census: %s: %w", tr.Name, err)
+	}
+	states = append(states, projectedSelections(ctx, c.api, states, listed, oldCA, newCA)...)
+	servers = append(servers, podCertificates(ctx, c.api, spec.ServerCertificates, listed, oldCA, newCA, c.pcrSeen(tr.Name), now)...)
 	st := &v1alpha1.TrustRotationStatus{ObservedGeneration: tr.Generation}
 	st.Trust = core.TrackTrust(trustNames, tr.Status.Trust, states, now)
-	st.ServerCertificates = core.TrackServers(serverNames, tr.Status.ServerCertificates, servers, now)
+	st.ServerCertificates = core.TrackServers(serverNames, signers, tr.Status.ServerCertificates, servers, now)
 	states = append(states, servers...)
 	c.triggers.follow(tr.Name, triggersOf(spec, states))
 	objects := make([]core.Object, len(states))
 	for i, s := range states {
 		objects[i] = s.Object
 	}
-	pods, byKey, err := consumers(ctx, c.cache, objects)
-	if err != nil {
-		return nil, fmt.Errorf("census: %s: %w", tr.Name, err)
-	}
+	pods, byKey := consumers(listed, objects)
 	g := &gatherer{c: c, tr: tr, cache: c.cache, oldCA: oldCA, newCA: newCA, pods: pods, byKey: byKey, states: states}
 	reports, reportErr := g.reports(ctx)
 	in := core.Input{
@@ -114,6 +129,9 @@ func (c *Census) census(ctx context.Context, tr *v1alpha1.TrustRotation, oldCA, 
 	r := core.Take(in)
 	c.metrics.observe(tr.Name, r)
 	st.Next, st.Summary = r.Next, r.Summary
+	if sc.desc != "" {
+		st.Summary += " (counting the pods of " + sc.desc + " only)"
+	}
 	if reportErr != "" {
 		st.Summary += " (reports could not be read: " + reportErr + ")"
 		log.FromContext(ctx).Info("census: reports could not be read", "rotation", tr.Name, "error", reportErr)
@@ -165,4 +183,18 @@ func eventType(done bool) string {
 		return corev1.EventTypeNormal
 	}
 	return corev1.EventTypeWarning
+}
+
+// pcrSeen is when the census of rotation first saw each issued
+// PodCertificateRequest (reconciles are sequential: the map is used by one at
+// a time).
+func (c *Census) pcrSeen(rotation string) map[types.UID]time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.seenPCRs[rotation]
+	if m == nil {
+		m = map[types.UID]time.Time{}
+		c.seenPCRs[rotation] = m
+	}
+	return m
 }

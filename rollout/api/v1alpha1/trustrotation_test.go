@@ -33,7 +33,8 @@ func fullRotation(name string) *v1alpha1.TrustRotation {
 				{ClusterTrustBundle: &v1alpha1.ClusterTrustBundleRef{Name: "agents-2026"}},
 				{Bundle: &v1alpha1.BundleRef{Name: "cluster-ca"}},
 			},
-			ServerCertificates: []v1alpha1.ServerCertificate{{Namespace: "dexaflow", Name: "cp-tls", Port: "grpc", ServerName: "cp.dexaflow.svc"}},
+			ServerCertificates: []v1alpha1.ServerCertificate{{Namespace: "dexaflow", Name: "cp-tls", Port: "grpc", ServerName: "cp.dexaflow.svc"},
+				{SignerName: "example.com/dexaflow-agents", Port: "grpc"}},
 			Evidence: v1alpha1.Evidence{
 				Prometheus: &v1alpha1.PrometheusSource{URL: "http://prometheus.monitoring:9090", PodLabel: "pod"},
 				Scrape:     &v1alpha1.ScrapeSource{Port: "metrics"},
@@ -65,7 +66,7 @@ func TestTrustRotationIsAccepted(t *testing.T) {
 		t.Fatalf("defaults: mode %q, server certificate key %q; want Observe, tls.crt", got.Spec.Mode, got.Spec.ServerCertificates[0].Key)
 	}
 	want := fullRotation("ca-2026").Spec
-	want.Mode, want.ServerCertificates[0].Key = v1alpha1.ModeObserve, "tls.crt"
+	want.Mode, want.ServerCertificates[0].Key, want.ServerCertificates[1].Key = v1alpha1.ModeObserve, "tls.crt", "tls.crt"
 	if !reflect.DeepEqual(got.Spec, want) {
 		t.Fatalf("read back\n  %+v\nwritten\n  %+v", got.Spec, want)
 	}
@@ -76,7 +77,9 @@ func TestTrustRotationIsAccepted(t *testing.T) {
 		Next:               v1alpha1.StepAddNewCA,
 		Summary:            "step 1 (add-new-ca) not done",
 		Trust:              []v1alpha1.TrustObjectStatus{{Object: "ConfigMap dexaflow/agent-ca key ca.crt", Objects: 1, HoldNew: 1, HoldOld: 1, NewSince: &now}},
-		Consumers:          v1alpha1.ConsumerCounts{Pods: 2, Total: 2, ByEvidence: v1alpha1.EvidenceCounts{Reported: 1, Never: 1}, ByState: v1alpha1.StateCounts{Both: 1, Unknown: 1}},
+		ServerCertificates: []v1alpha1.ServerCertificateStatus{{Secret: "dexaflow/cp-tls", IssuedBy: "new", NewSince: &now},
+			{SignerName: "example.com/dexaflow-agents", Pods: 3, HoldNew: 2}},
+		Consumers: v1alpha1.ConsumerCounts{Pods: 2, Total: 2, ByEvidence: v1alpha1.EvidenceCounts{Reported: 1, Never: 1}, ByState: v1alpha1.StateCounts{Both: 1, Unknown: 1}},
 		Stragglers: []v1alpha1.Straggler{{Namespace: "dexaflow", Pod: "legacy-0", Container: "app", Object: "ConfigMap dexaflow/agent-ca key ca.crt",
 			How: "subPath", Evidence: v1alpha1.EvidenceNever, Step: v1alpha1.StepAddNewCA, Reason: "mounts the key with subPath and started before CA-2026 was added: restart it"}},
 	}
@@ -124,6 +127,10 @@ func TestInvalidTrustRotationsAreRefused(t *testing.T) {
 		{"ctb-selector-alone", func(s *v1alpha1.TrustRotationSpec) {
 			s.Trust[3].ClusterTrustBundle.LabelSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}
 		}, "labelSelector selects among a signer's ClusterTrustBundles: give signerName with it"},
+		{"server-secret-and-signer", func(s *v1alpha1.TrustRotationSpec) { s.ServerCertificates[0].SignerName = "example.com/cp" },
+			"a server certificate is a Secret (namespace and name) or a signer's pod certificates (signerName), not both"},
+		{"server-secret-without-name", func(s *v1alpha1.TrustRotationSpec) { s.ServerCertificates[0].Name = "" },
+			"a server certificate Secret needs a namespace and a name"},
 		{"bad-kind", func(s *v1alpha1.TrustRotationSpec) { s.OldCA.From.Kind = "configmap" },
 			`spec.oldCA.from.kind: Unsupported value: "configmap"`},
 		{"bad-mode", func(s *v1alpha1.TrustRotationSpec) { s.Mode = "Drive" }, `spec.mode: Unsupported value: "Drive"`},

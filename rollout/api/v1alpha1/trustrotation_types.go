@@ -161,10 +161,17 @@ type BundleRef struct {
 }
 
 // ServerCertificate is a Secret holding a server certificate (chain) issued
-// under the rotated CA.
+// under the rotated CA (Namespace and Name), or a signer whose pod
+// certificates are issued under it (SignerName): every pod with a
+// podCertificate projection of that signer presents the certificate the
+// kubelet got for it, which the newest issued PodCertificateRequest
+// (certificates.k8s.io) of the pod and signer holds.
 type ServerCertificate struct {
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
+	// SignerName is the signer of podCertificate projections (instead of a
+	// Secret).
+	SignerName string `json:"signerName,omitempty"`
 	// Key holds the chain, leaf first (default tls.crt).
 	Key string `json:"key,omitempty"`
 	// Port is the EndpointSlice port name (or number) on which the pods
@@ -282,10 +289,16 @@ type TrustObjectStatus struct {
 	Error string `json:"error,omitempty"`
 }
 
-// ServerCertificateStatus is what one server certificate Secret holds.
+// ServerCertificateStatus is what one server certificate Secret holds, or,
+// for a signer's pod certificates, how many pods project one and how many of
+// those hold a leaf of the new CA.
 type ServerCertificateStatus struct {
-	// Secret is "namespace/name".
+	// Secret is "namespace/name" ("" for a signer's pod certificates).
 	Secret string `json:"secret"`
+	// SignerName, Pods and HoldNew: a signer's pod certificates.
+	SignerName string `json:"signerName,omitempty"`
+	Pods       int32  `json:"pods,omitempty"`
+	HoldNew    int32  `json:"holdNew,omitempty"`
 	// SHA256 (lower-case hex) and Serial (openssl's format) of its leaf.
 	SHA256 string `json:"sha256,omitempty"`
 	Serial string `json:"serial,omitempty"`

@@ -369,15 +369,15 @@ func TestTrackDates(t *testing.T) {
 	}
 
 	srv := []State{{Object: serverTLS, HoldsNew: true, LeafSHA256: "leafnew", LeafSerial: "0A"}}
-	ss := TrackServers([]string{"ns/cp-tls"}, nil, srv, t0)
+	ss := TrackServers([]string{"ns/cp-tls"}, []string{""}, nil, srv, t0)
 	if ss[0].IssuedBy != "new" || ss[0].NewSince == nil || !srv[0].NewSince.Equal(t0) || ss[0].Error != "" || ss[0].Serial != "0A" {
 		t.Fatalf("server status %+v, object %+v", ss[0], srv[0])
 	}
-	ss = TrackServers([]string{"ns/cp-tls"}, ss, srv, later)
+	ss = TrackServers([]string{"ns/cp-tls"}, []string{""}, ss, srv, later)
 	if !ss[0].NewSince.Time.Equal(t0) {
 		t.Fatalf("server date moved: %+v", ss[0])
 	}
-	if ss = TrackServers([]string{"ns/cp-tls", "ns/gone"}, ss, srv, later); ss[1].Error != "not read" {
+	if ss = TrackServers([]string{"ns/cp-tls", "ns/gone"}, []string{"", ""}, ss, srv, later); ss[1].Error != "not read" {
 		t.Fatalf("missing server status %+v", ss[1])
 	}
 }

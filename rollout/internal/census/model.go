@@ -13,6 +13,10 @@ const (
 	KindConfigMap          Kind = "ConfigMap"
 	KindSecret             Kind = "Secret"
 	KindClusterTrustBundle Kind = "ClusterTrustBundle"
+	// KindPodCertificate is the certificate the kubelet got for one pod's
+	// podCertificate projection of a signer (Namespace and Name are the
+	// pod's): what the newest issued PodCertificateRequest holds.
+	KindPodCertificate Kind = "PodCertificate"
 )
 
 // Role says what an object is to its consumers.
@@ -28,15 +32,21 @@ const (
 
 // Object is one concrete object the census follows: a key of a ConfigMap or
 // Secret, or a ClusterTrustBundle (by name, or a signer's: SignerName with
-// Name empty). A trust-manager Bundle or a ClusterTrustBundle selector of the
-// spec expands into several, all with the same Origin.
+// Name empty, the union of the signer's bundles whose labels match
+// Selector). A trust-manager Bundle expands into several, all with the same
+// Origin; so does a signer's entry, into one object per label selector its
+// consumers' projections use (each gets the union of the bundles its own
+// selector matches, which is what the kubelet writes into the pod).
 type Object struct {
 	Kind       Kind
 	Namespace  string
 	Name       string
 	Key        string
 	SignerName string
-	Role       Role
+	// Selector is a signer's object's label selector, as
+	// labels.Selector.String() prints it ("" matches every bundle).
+	Selector string
+	Role     Role
 	// Origin is the index of the spec entry it comes from (spec.trust for
 	// RoleTrust, spec.serverCertificates for RoleServer).
 	Origin int
@@ -44,13 +54,18 @@ type Object struct {
 
 // String names o for messages: "ConfigMap team-a/ca key ca.crt",
 // "ClusterTrustBundle agents-2026", "the ClusterTrustBundles of signer
-// example.com/agents".
+// example.com/agents matching ring=1", "the example.com/cp pod certificate
+// of pod team-a/cp-0".
 func (o Object) String() string {
 	switch {
+	case o.Kind == KindClusterTrustBundle && o.Name == "" && o.Selector != "":
+		return "the ClusterTrustBundles of signer " + o.SignerName + " matching " + o.Selector
 	case o.Kind == KindClusterTrustBundle && o.Name == "":
 		return "the ClusterTrustBundles of signer " + o.SignerName
 	case o.Kind == KindClusterTrustBundle:
 		return "ClusterTrustBundle " + o.Name
+	case o.Kind == KindPodCertificate:
+		return fmt.Sprintf("the %s pod certificate of pod %s/%s", o.SignerName, o.Namespace, o.Name)
 	}
 	return fmt.Sprintf("%s %s/%s key %s", o.Kind, o.Namespace, o.Name, o.Key)
 }
@@ -86,13 +101,14 @@ type CA struct {
 // How is how a container consumes an object.
 type How string
 
-// Ways of consuming an object. Volume, Projected and ClusterTrustBundle
-// follow the object's changes (after the kubelet's delay); SubPath and Env
-// never do.
+// Ways of consuming an object. Volume, Projected, ClusterTrustBundle and
+// PodCertificate follow the object's changes (after the kubelet's delay);
+// SubPath and Env never do.
 const (
 	HowVolume             How = "volume"
 	HowProjected          How = "projected"
 	HowClusterTrustBundle How = "clusterTrustBundle"
+	HowPodCertificate     How = "podCertificate"
 	HowSubPath            How = "subPath"
 	HowEnv                How = "env"
 )

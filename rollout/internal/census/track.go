@@ -77,15 +77,34 @@ func TrackTrust(names []string, prev []v1alpha1.TrustObjectStatus, states []Stat
 }
 
 // TrackServers dates the server certificates read now, as TrackTrust does
-// (one state per spec.serverCertificates entry, of role RoleServer; names
-// are their Secrets, "namespace/name").
-func TrackServers(names []string, prev []v1alpha1.ServerCertificateStatus, states []State, now time.Time) []v1alpha1.ServerCertificateStatus {
+// (one state per spec.serverCertificates entry naming a Secret, of role
+// RoleServer; names are their Secrets, "namespace/name"). An entry naming a
+// signer (signers[i] != "") has one state per pod projecting its pod
+// certificate, each dated by whoever read it (the census, when it first saw
+// the PodCertificateRequest issued): its status counts them.
+func TrackServers(names, signers []string, prev []v1alpha1.ServerCertificateStatus, states []State, now time.Time) []v1alpha1.ServerCertificateStatus {
 	old := map[string]v1alpha1.ServerCertificateStatus{}
 	for _, p := range prev {
 		old[p.Secret] = p
 	}
 	out := make([]v1alpha1.ServerCertificateStatus, len(names))
 	for i, name := range names {
+		if signers[i] != "" {
+			st := v1alpha1.ServerCertificateStatus{SignerName: signers[i]}
+			for _, s := range states {
+				if s.Role != RoleServer || s.Origin != i {
+					continue
+				}
+				st.Pods++
+				switch {
+				case s.Err != "":
+				case s.HoldsNew:
+					st.HoldNew++
+				}
+			}
+			out[i] = st
+			continue
+		}
 		st := v1alpha1.ServerCertificateStatus{Secret: name, Error: "not read"}
 		for j := range states {
 			s := &states[j]
@@ -121,12 +140,19 @@ func since(prev *metav1.Time, now time.Time) *metav1.Time {
 	if prev != nil {
 		return prev.DeepCopy()
 	}
+	t := metav1.NewTime(SeenAt(now))
+	return &t
+}
+
+// SeenAt is the date of a sighting at now: rounded up to the second that
+// statuses (and containers' start times) keep, so that it is never earlier
+// than the sighting.
+func SeenAt(now time.Time) time.Time {
 	up := now.Truncate(time.Second)
 	if up.Before(now) {
 		up = up.Add(time.Second)
 	}
-	t := metav1.NewTime(up)
-	return &t
+	return up
 }
 
 func dated(t *metav1.Time, now time.Time) time.Time {

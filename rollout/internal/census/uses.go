@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // PodOf returns what the census needs of p: the uses its containers make of
@@ -15,7 +16,7 @@ import (
 // they have run to completion, and what they read is held by no process that
 // serves or dials.
 func PodOf(p *corev1.Pod, objects []Object) (pod Pod, ok bool) {
-	uses := podUses(&p.Spec, p.Namespace, objects)
+	uses := podUses(&p.Spec, p.Namespace, p.Name, objects)
 	if len(uses) == 0 {
 		return Pod{}, false
 	}
@@ -31,7 +32,7 @@ func PodOf(p *corev1.Pod, objects []Object) (pod Pod, ok bool) {
 // podUses returns, per container and object, how the container consumes the
 // object; a container consuming one object several ways keeps the weakest
 // (one that is never updated over one that is).
-func podUses(spec *corev1.PodSpec, ns string, objects []Object) []Use {
+func podUses(spec *corev1.PodSpec, ns, pod string, objects []Object) []Use {
 	vols := map[string]*corev1.Volume{}
 	for i := range spec.Volumes {
 		vols[spec.Volumes[i].Name] = &spec.Volumes[i]
@@ -56,12 +57,12 @@ func podUses(spec *corev1.PodSpec, ns string, objects []Object) []Use {
 			}
 			for _, f := range volumeFiles(v) {
 				for i, o := range objects {
-					if !f.matches(o, ns) {
+					if !f.matches(o, ns, pod) {
 						continue
 					}
 					how := f.how
 					path := f.path
-					if f.key == "" && f.kind != KindClusterTrustBundle {
+					if f.key == "" && f.kind != KindClusterTrustBundle && f.kind != KindPodCertificate {
 						path = o.Key // a source without items puts each key at its name
 					}
 					if m.SubPathExpr != "" || (m.SubPath != "" && reaches(m.SubPath, path)) {
@@ -120,18 +121,22 @@ type file struct {
 	name, key string // key "" for every key (then path is the key's)
 	path      string
 	signer    string // a clusterTrustBundle source by signer (name "")
+	selector  string // its label selector (labels.Selector.String())
 	how       How
 }
 
-func (f file) matches(o Object, ns string) bool {
+func (f file) matches(o Object, ns, pod string) bool {
 	if o.Kind != f.kind {
 		return false
+	}
+	if f.kind == KindPodCertificate {
+		return o.Namespace == ns && o.Name == pod && o.SignerName == f.signer
 	}
 	if f.kind == KindClusterTrustBundle {
 		if o.Name != "" {
 			return o.Name == f.name
 		}
-		return f.name == "" && o.SignerName == f.signer
+		return f.name == "" && o.SignerName == f.signer && o.Selector == f.selector
 	}
 	return o.Namespace == ns && o.Name == f.name && (f.key == "" || o.Key == f.key)
 }
@@ -165,13 +170,25 @@ func volumeFiles(v *corev1.Volume) []file {
 			}
 			if t := src.ClusterTrustBundle; t != nil {
 				f := file{kind: KindClusterTrustBundle, path: t.Path, how: HowClusterTrustBundle}
-				if t.Name != nil {
+				switch {
+				case t.Name != nil:
 					f.name = *t.Name
-				}
-				if t.SignerName != nil {
-					f.signer = *t.SignerName
+				case t.SignerName != nil:
+					sel, ok := ProjectionSelector(t)
+					if !ok {
+						continue // it selects nothing
+					}
+					f.signer, f.selector = *t.SignerName, sel
 				}
 				out = append(out, f)
+			}
+			if c := src.PodCertificate; c != nil {
+				// One file per path it writes (a subPath may reach one).
+				for _, path := range []string{c.CredentialBundlePath, c.CertificateChainPath, c.KeyPath} {
+					if path != "" {
+						out = append(out, file{kind: KindPodCertificate, signer: c.SignerName, path: path, how: HowPodCertificate})
+					}
+				}
 			}
 		}
 	}
@@ -185,4 +202,74 @@ func reaches(subPath, path string) bool {
 	p := strings.TrimPrefix(strings.Trim(subPath, "/"), "..data/")
 	path = strings.Trim(path, "/")
 	return path == p || strings.HasPrefix(path, p+"/")
+}
+
+// SignerSelection is a clusterTrustBundle projection by signer: the union of
+// the signer's ClusterTrustBundles whose labels match Selector
+// (labels.Selector.String(); "" matches every one).
+type SignerSelection struct {
+	Signer, Selector string
+}
+
+// SignerSelections lists the clusterTrustBundle projections by signer that
+// the containers of p mount (what their bundles hold must be read for each),
+// once each. A projection whose selector matches nothing is left out.
+func SignerSelections(p *corev1.Pod) []SignerSelection {
+	mounted := map[string]bool{}
+	for _, c := range p.Spec.Containers {
+		for _, m := range c.VolumeMounts {
+			mounted[m.Name] = true
+		}
+	}
+	var out []SignerSelection
+	for _, v := range p.Spec.Volumes {
+		if !mounted[v.Name] {
+			continue
+		}
+		for _, f := range volumeFiles(&v) {
+			s := SignerSelection{f.signer, f.selector}
+			if f.kind == KindClusterTrustBundle && f.signer != "" && !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// PodCertificateSigners lists the signers of the podCertificate
+// projections that the containers of p mount, once each.
+func PodCertificateSigners(p *corev1.Pod) []string {
+	mounted := map[string]bool{}
+	for _, c := range p.Spec.Containers {
+		for _, m := range c.VolumeMounts {
+			mounted[m.Name] = true
+		}
+	}
+	var out []string
+	for _, v := range p.Spec.Volumes {
+		if !mounted[v.Name] || v.Projected == nil {
+			continue
+		}
+		for _, src := range v.Projected.Sources {
+			if c := src.PodCertificate; c != nil && !slices.Contains(out, c.SignerName) {
+				out = append(out, c.SignerName)
+			}
+		}
+	}
+	return out
+}
+
+// ProjectionSelector is the selector of a clusterTrustBundle projection by
+// signer, as the kubelet reads it: ok false when the projection selects
+// nothing (no selector: "match nothing", or one that does not parse), ""
+// when it selects every bundle of the signer (an empty selector).
+func ProjectionSelector(t *corev1.ClusterTrustBundleProjection) (selector string, ok bool) {
+	if t.LabelSelector == nil {
+		return "", false
+	}
+	sel, err := metav1.LabelSelectorAsSelector(t.LabelSelector)
+	if err != nil {
+		return "", false
+	}
+	return sel.String(), true
 }

@@ -200,7 +200,9 @@ func (o *Options) Complete(log logr.Logger) (*Config, error) {
 		c.Controller.Webhook = controller.Webhook{Addr: o.WebhookAddr, CertFile: o.WebhookCertFile, KeyFile: o.WebhookKeyFile}
 	}
 	if o.Census {
-		c.Census = &census.Options{Interval: o.CensusInterval, MetricsPrefix: o.MetricsPrefix}
+		// The census counts the pods of the namespaces the controller watches.
+		c.Census = &census.Options{Interval: o.CensusInterval, MetricsPrefix: o.MetricsPrefix,
+			Namespaces: o.Namespaces, NamespaceSelector: c.Controller.NamespaceSelector}
 	}
 	if o.HashKeyFile != "" {
 		key, err := readHashKey(o.HashKeyFile)

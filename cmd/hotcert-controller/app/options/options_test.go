@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -103,11 +104,14 @@ func TestComplete(t *testing.T) {
 	if cfg.Census != nil {
 		t.Error("the census is on without --census")
 	}
-	o = parse(t, "--kubeconfig", kubeconfig(t, "team-a"), "--census", "--census-interval=30s", "--metrics-prefix=acme")
+	o = parse(t, "--kubeconfig", kubeconfig(t, "team-a"), "--census", "--census-interval=30s", "--metrics-prefix=acme",
+		"--namespace=a", "--namespace=b", "--namespace-selector=team=payments")
 	if cfg, err = o.Complete(logr.Discard()); err != nil {
 		t.Fatal(err)
 	}
-	if c := cfg.Census; c == nil || c.Interval != 30*time.Second || c.MetricsPrefix != "acme" {
+	// The census counts the pods of the namespaces the controller watches.
+	if c := cfg.Census; c == nil || c.Interval != 30*time.Second || c.MetricsPrefix != "acme" ||
+		!slices.Equal(c.Namespaces, []string{"a", "b"}) || c.NamespaceSelector == nil || c.NamespaceSelector.String() != "team=payments" {
 		t.Errorf("census options %+v", c)
 	}
 }
