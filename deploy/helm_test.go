@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -36,6 +37,21 @@ func TestHelmChart(t *testing.T) {
 			}
 			if !o.ReferenceRules || o.WebhookEnabled() || find(objs, "MutatingWebhookConfiguration", "") != nil {
 				t.Errorf("reference rules %v, webhook %q: want on, off", o.ReferenceRules, o.WebhookAddr)
+			}
+			if o.Census || find(objs, "ClusterRole", "hotcert-hotcert-controller-census") != nil {
+				t.Errorf("census %v, or its ClusterRole, without census.enabled", o.Census)
+			}
+		}},
+		{"census", map[string]any{
+			"census": map[string]any{"enabled": true, "interval": "30s"},
+		}, func(t *testing.T, objs []*unstructured.Unstructured, o *options.Options) {
+			if !o.Census || o.CensusInterval != 30*time.Second {
+				t.Errorf("census %v every %s, want on every 30s", o.Census, o.CensusInterval)
+			}
+			want := convert[rbacv1.ClusterRole](t, find(kustomize(t, "components/census"), "ClusterRole", "hotcert-controller-census"))
+			got := convert[rbacv1.ClusterRole](t, find(objs, "ClusterRole", "hotcert-hotcert-controller-census"))
+			if !reflect.DeepEqual(got.Rules, want.Rules) {
+				t.Errorf("chart census ClusterRole rules %v differ from kustomize's %v", got.Rules, want.Rules)
 			}
 		}},
 		{"dry run, namespaces, hash key, one replica, no reference rules", map[string]any{
@@ -88,8 +104,10 @@ func TestHelmChart(t *testing.T) {
 					t.Fatalf("the API server rejects %s %s: %v", o.GetKind(), o.GetName(), err)
 				}
 			}
-			if find(objs, "CustomResourceDefinition", "referencerules.hotcert.dev") == nil {
-				t.Error("no ReferenceRule CRD")
+			for _, crd := range []string{"referencerules.hotcert.dev", "trustrotations.hotcert.dev"} {
+				if find(objs, "CustomResourceDefinition", crd) == nil {
+					t.Errorf("no CRD %s", crd)
+				}
 			}
 			rules, aggregated := clusterRoles(t, objs)
 			if !reflect.DeepEqual(rules.Rules, wantRules.Rules) {
