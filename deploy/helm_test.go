@@ -45,8 +45,8 @@ func TestHelmChart(t *testing.T) {
 		{"census", map[string]any{
 			"census": map[string]any{"enabled": true, "interval": "30s"},
 		}, func(t *testing.T, objs []*unstructured.Unstructured, o *options.Options) {
-			if !o.Census || o.CensusInterval != 30*time.Second {
-				t.Errorf("census %v every %s, want on every 30s", o.Census, o.CensusInterval)
+			if !o.Census || o.CensusInterval != 30*time.Second || o.CensusPrometheus != (options.Prometheus{}) {
+				t.Errorf("census %v every %s, Prometheus %+v; want on every 30s, no credentials", o.Census, o.CensusInterval, o.CensusPrometheus)
 			}
 			want := convert[rbacv1.ClusterRole](t, find(kustomize(t, "components/census"), "ClusterRole", "hotcert-controller-census"))
 			got := convert[rbacv1.ClusterRole](t, find(objs, "ClusterRole", "hotcert-hotcert-controller-census"))
@@ -70,6 +70,25 @@ func TestHelmChart(t *testing.T) {
 		}, func(t *testing.T, _ []*unstructured.Unstructured, o *options.Options) {
 			if o.NamespaceSelectorString != "team in (payments,billing)" || o.WorkloadSelectorString != "app.kubernetes.io/part-of=shop" {
 				t.Errorf("selectors not passed: namespace %q, workload %q", o.NamespaceSelectorString, o.WorkloadSelectorString)
+			}
+		}},
+		{"census with a Prometheus behind kube-rbac-proxy", map[string]any{
+			"census": map[string]any{"enabled": true, "prometheus": map[string]any{
+				"url":             "https://prometheus-k8s.monitoring.svc:9091",
+				"bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+				"caFile":          "/etc/hotcert/census-prometheus/ca.crt",
+				"secretName":      "monitoring-ca",
+			}},
+		}, func(t *testing.T, objs []*unstructured.Unstructured, o *options.Options) {
+			want := options.Prometheus{URL: "https://prometheus-k8s.monitoring.svc:9091", BearerTokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token",
+				CAFile: "/etc/hotcert/census-prometheus/ca.crt"}
+			if !o.Census || o.CensusPrometheus != want {
+				t.Errorf("census %v, Prometheus %+v, want %+v", o.Census, o.CensusPrometheus, want)
+			}
+			pod := convert[appsv1.Deployment](t, find(objs, "Deployment", "")).Spec.Template.Spec
+			if len(pod.Volumes) != 1 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != "monitoring-ca" ||
+				len(pod.Containers[0].VolumeMounts) != 1 || pod.Containers[0].VolumeMounts[0].MountPath != "/etc/hotcert/census-prometheus" || pod.Containers[0].VolumeMounts[0].SubPath != "" {
+				t.Errorf("the Secret monitoring-ca is not mounted as a folder at /etc/hotcert/census-prometheus: %+v %+v", pod.Volumes, pod.Containers[0].VolumeMounts)
 			}
 		}},
 		{"webhook with cert-manager", map[string]any{
