@@ -2,7 +2,10 @@ package deploy
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +20,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/hotcert/hotcert/cmd/hotcert-controller/app/options"
 	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/internal/kubetest"
 	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
 )
 
@@ -168,5 +175,52 @@ func checkCensus(t *testing.T, sa *corev1.ServiceAccount, as rest.ImpersonationC
 	})
 	if l := logs.String(); strings.Contains(l, "forbidden") {
 		t.Fatalf("the census's RBAC is not enough:\n%s", l)
+	}
+}
+
+// TestCensusPrometheusPatchOfTheDocs: the kustomize patch docs/census.md
+// gives for a Prometheus behind kube-rbac-proxy, over the base and the
+// census component, gives the controller arguments it accepts, with the
+// credentials for that Prometheus.
+func TestCensusPrometheusPatchOfTheDocs(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "docs", "census.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```yaml\n(patches:\n.*?)```").FindSubmatch(raw)
+	if m == nil {
+		t.Fatal("docs/census.md has no kustomize patch")
+	}
+	// The manifests, in memory, with an overlay of the docs' patch beside.
+	fs := filesys.MakeFsInMemory()
+	if err := filepath.WalkDir(kustomizeDir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return fs.WriteFile(filepath.Join("/", p), data)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../base]\ncomponents: [../components/census]\n" + string(m[1])
+	if err := fs.WriteFile(filepath.Join("/", kustomizeDir, "docs-prometheus", "kustomization.yaml"), []byte(k)); err != nil {
+		t.Fatal(err)
+	}
+	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, filepath.Join("/", kustomizeDir, "docs-prometheus"))
+	if err != nil {
+		t.Fatalf("kustomize build with the docs' patch: %v", err)
+	}
+	out, err := rm.AsYaml()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := containerArgs(t, convert[appsv1.Deployment](t, find(kubetest.DecodeYAML(t, out), "Deployment", "hotcert-controller")))
+	want := options.Prometheus{URL: "https://prometheus.monitoring.svc:9091", BearerTokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token",
+		CAFile: "/var/run/secrets/kubernetes.io/serviceaccount/service-ca.crt"}
+	if !o.Census || o.CensusPrometheus != want {
+		t.Fatalf("census %v, Prometheus %+v; want on, %+v", o.Census, o.CensusPrometheus, want)
 	}
 }

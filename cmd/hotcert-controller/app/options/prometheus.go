@@ -88,6 +88,9 @@ func (p *Prometheus) complete(c *census.Options) error {
 			return fmt.Errorf("--census-prometheus-http-config-file: %w", err)
 		}
 		cfg = *loaded
+		if cfg.TLSConfig.InsecureSkipVerify {
+			return fmt.Errorf("--census-prometheus-http-config-file %s: insecure_skip_verify would accept any server as the Prometheus: give its CA (tls_config.ca_file)", p.HTTPConfigFile)
+		}
 		if strings.HasPrefix(p.URL, "http:") && (cfg.Authorization != nil || cfg.BasicAuth != nil || cfg.OAuth2 != nil || cfg.BearerToken != "" || cfg.BearerTokenFile != "") {
 			return fmt.Errorf("--census-prometheus-http-config-file %s: credentials with %s would be sent in clear: use https", p.HTTPConfigFile, p.URL)
 		}

@@ -290,6 +290,14 @@ func TestCensusPrometheusFlags(t *testing.T) {
 	if _, err := parse(t, args...).Complete(logr.Discard()); err == nil || !strings.Contains(err.Error(), "in clear") {
 		t.Errorf("basic auth over http: %v", err)
 	}
+	insecure := filepath.Join(t.TempDir(), "http.yml")
+	if err := os.WriteFile(insecure, []byte("tls_config: {insecure_skip_verify: true}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args = []string{"--census", "--kubeconfig=" + kubeconfig(t, ""), "--census-prometheus-url=https://prometheus:9090", "--census-prometheus-http-config-file=" + insecure}
+	if _, err := parse(t, args...).Complete(logr.Discard()); err == nil || !strings.Contains(err.Error(), "insecure_skip_verify") {
+		t.Errorf("insecure_skip_verify: %v", err)
+	}
 }
 
 // TestCensusPrometheusRedirectKeepsTheToken: a redirect from the Prometheus
