@@ -14,7 +14,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -26,15 +25,11 @@ import (
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 
 	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/internal/testutil"
 )
 
-// basicAuthHash is the bcrypt hash (cost 4) of "census-password", the
-// password Prometheus's web.config asks for in these tests.
-const basicAuthHash = "$2a$04$0PkkhO0QkhO63jp7lKnwSevxQr9g8Yrziw.Af0wiqAhIBizRZZl8q"
-
-// securedPrometheus is a real Prometheus server serving its API over TLS
-// (a leaf of ca for 127.0.0.1) with basic auth (user census), through its own
-// web.config.
+// securedPrometheus is a real Prometheus server behind its own TLS and
+// basic auth (testutil.StartSecuredPrometheus); caFile holds its CA.
 type securedPrometheus struct {
 	url    string
 	caFile string
@@ -42,76 +37,8 @@ type securedPrometheus struct {
 
 func startSecuredPrometheus(t *testing.T, ca *hotcerttest.CA) securedPrometheus {
 	t.Helper()
-	path, err := exec.LookPath("prometheus")
-	if err != nil {
-		t.Fatalf("prometheus is not installed (hack/tools.sh installs it): %v", err)
-	}
-	dir := t.TempDir()
-	leaf := ca.MustIssue(hotcerttest.WithIPAddresses(net.ParseIP("127.0.0.1")))
-	write := func(name string, data []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	cert, key, caFile := write("tls.crt", leaf.ChainPEM), write("tls.key", leaf.KeyPEM), write("ca.crt", ca.CertPEM)
-	web := write("web.yml", fmt.Appendf(nil, "tls_server_config: {cert_file: %q, key_file: %q}\nbasic_auth_users: {census: %q}\n", cert, key, basicAuthHash))
-	cfg := write("prometheus.yml", []byte("global: {scrape_interval: 1s}\nscrape_configs: []\n"))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	var out strings.Builder
-	var mu sync.Mutex
-	cmd := exec.Command(path, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr,
-		"--web.config.file="+web, "--log.level=warn")
-	cmd.Stdout, cmd.Stderr = lockedWriter{&mu, &out}, lockedWriter{&mu, &out}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			mu.Lock()
-			t.Logf("prometheus output:\n%s", out.String())
-			mu.Unlock()
-		}
-	})
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.Cert)
-	probe := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	u := "https://" + addr
-	deadline := time.Now().Add(time.Minute)
-	for {
-		req, _ := http.NewRequest(http.MethodGet, u+"/-/ready", nil)
-		req.SetBasicAuth("census", "census-password")
-		resp, err := probe.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return securedPrometheus{url: u, caFile: caFile}
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus not ready at %s: %v", u, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *strings.Builder
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+	u, caFile := testutil.StartSecuredPrometheus(t, ca)
+	return securedPrometheus{url: u, caFile: caFile}
 }
 
 // bearerFront is what kube-rbac-proxy is to a kube-prometheus Prometheus: a
@@ -143,7 +70,7 @@ func bearerFront(t *testing.T, ca *hotcerttest.CA, prom securedPrometheus) (u st
 			return
 		}
 		r.Header.Del("Authorization")
-		r.SetBasicAuth("census", "census-password")
+		r.SetBasicAuth(testutil.PrometheusUser, testutil.PrometheusPassword)
 		proxy.ServeHTTP(w, r)
 	}))
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.MustIssue(hotcerttest.WithIPAddresses(net.ParseIP("127.0.0.1"))).TLSCertificate()}}
@@ -196,8 +123,8 @@ func TestCensusPrometheusBehindAuth(t *testing.T) {
 	}
 
 	t.Run("web.config TLS and basic auth, with an http_config file", func(t *testing.T) {
-		pw := write("password", "census-password\n")
-		httpConfig := write("http.yml", fmt.Sprintf("basic_auth: {username: census, password_file: %q}\ntls_config: {ca_file: %q}\n", pw, prom.caFile))
+		pw := write("password", testutil.PrometheusPassword+"\n")
+		httpConfig := write("http.yml", fmt.Sprintf("basic_auth: {username: %s, password_file: %q}\ntls_config: {ca_file: %q}\n", testutil.PrometheusUser, pw, prom.caFile))
 		if err := query(t, "--census-prometheus-url="+prom.url, "--census-prometheus-http-config-file="+httpConfig); err != nil {
 			t.Fatalf("with basic auth and the CA: %v", err)
 		}
