@@ -9,19 +9,22 @@ import (
 	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
 )
 
-// TestCRDCopiesAreTheAPI checks that the ReferenceRule CRD copies in the
-// kustomize base and the chart are the one the API package embeds.
+// TestCRDCopiesAreTheAPI checks that the CRD copies in the kustomize base
+// and the chart (ReferenceRule, TrustRotation) are those the API package
+// embeds.
 func TestCRDCopiesAreTheAPI(t *testing.T) {
-	for _, p := range []string{
-		filepath.Join(kustomizeDir, "base", "hotcert.dev_referencerules.yaml"),
-		filepath.Join(chartDir, "crds", "hotcert.dev_referencerules.yaml"),
+	for file, api := range map[string][]byte{
+		"hotcert.dev_referencerules.yaml": v1alpha1.CRDYAML,
+		"hotcert.dev_trustrotations.yaml": v1alpha1.TrustRotationCRDYAML,
 	} {
-		got, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, v1alpha1.CRDYAML) {
-			t.Errorf("%s differs from rollout/api/v1alpha1/crd/hotcert.dev_referencerules.yaml: copy it", p)
+		for _, p := range []string{filepath.Join(kustomizeDir, "base", file), filepath.Join(chartDir, "crds", file)} {
+			got, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, api) {
+				t.Errorf("%s differs from rollout/api/v1alpha1/crd/%s: copy it", p, file)
+			}
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -37,6 +38,21 @@ func TestHelmChart(t *testing.T) {
 			if !o.ReferenceRules || o.WebhookEnabled() || find(objs, "MutatingWebhookConfiguration", "") != nil {
 				t.Errorf("reference rules %v, webhook %q: want on, off", o.ReferenceRules, o.WebhookAddr)
 			}
+			if o.Census || find(objs, "ClusterRole", "hotcert-hotcert-controller-census") != nil {
+				t.Errorf("census %v, or its ClusterRole, without census.enabled", o.Census)
+			}
+		}},
+		{"census", map[string]any{
+			"census": map[string]any{"enabled": true, "interval": "30s"},
+		}, func(t *testing.T, objs []*unstructured.Unstructured, o *options.Options) {
+			if !o.Census || o.CensusInterval != 30*time.Second || o.CensusPrometheus != (options.Prometheus{}) {
+				t.Errorf("census %v every %s, Prometheus %+v; want on every 30s, no credentials", o.Census, o.CensusInterval, o.CensusPrometheus)
+			}
+			want := convert[rbacv1.ClusterRole](t, find(kustomize(t, "components/census"), "ClusterRole", "hotcert-controller-census"))
+			got := convert[rbacv1.ClusterRole](t, find(objs, "ClusterRole", "hotcert-hotcert-controller-census"))
+			if !reflect.DeepEqual(got.Rules, want.Rules) {
+				t.Errorf("chart census ClusterRole rules %v differ from kustomize's %v", got.Rules, want.Rules)
+			}
 		}},
 		{"dry run, namespaces, hash key, one replica, no reference rules", map[string]any{
 			"replicaCount": 1,
@@ -54,6 +70,25 @@ func TestHelmChart(t *testing.T) {
 		}, func(t *testing.T, _ []*unstructured.Unstructured, o *options.Options) {
 			if o.NamespaceSelectorString != "team in (payments,billing)" || o.WorkloadSelectorString != "app.kubernetes.io/part-of=shop" {
 				t.Errorf("selectors not passed: namespace %q, workload %q", o.NamespaceSelectorString, o.WorkloadSelectorString)
+			}
+		}},
+		{"census with a Prometheus behind kube-rbac-proxy", map[string]any{
+			"census": map[string]any{"enabled": true, "prometheus": map[string]any{
+				"url":             "https://prometheus-k8s.monitoring.svc:9091",
+				"bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+				"caFile":          "/etc/hotcert/census-prometheus/ca.crt",
+				"secretName":      "monitoring-ca",
+			}},
+		}, func(t *testing.T, objs []*unstructured.Unstructured, o *options.Options) {
+			want := options.Prometheus{URL: "https://prometheus-k8s.monitoring.svc:9091", BearerTokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token",
+				CAFile: "/etc/hotcert/census-prometheus/ca.crt"}
+			if !o.Census || o.CensusPrometheus != want {
+				t.Errorf("census %v, Prometheus %+v, want %+v", o.Census, o.CensusPrometheus, want)
+			}
+			pod := convert[appsv1.Deployment](t, find(objs, "Deployment", "")).Spec.Template.Spec
+			if len(pod.Volumes) != 1 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != "monitoring-ca" ||
+				len(pod.Containers[0].VolumeMounts) != 1 || pod.Containers[0].VolumeMounts[0].MountPath != "/etc/hotcert/census-prometheus" || pod.Containers[0].VolumeMounts[0].SubPath != "" {
+				t.Errorf("the Secret monitoring-ca is not mounted as a folder at /etc/hotcert/census-prometheus: %+v %+v", pod.Volumes, pod.Containers[0].VolumeMounts)
 			}
 		}},
 		{"webhook with cert-manager", map[string]any{
@@ -88,8 +123,10 @@ func TestHelmChart(t *testing.T) {
 					t.Fatalf("the API server rejects %s %s: %v", o.GetKind(), o.GetName(), err)
 				}
 			}
-			if find(objs, "CustomResourceDefinition", "referencerules.hotcert.dev") == nil {
-				t.Error("no ReferenceRule CRD")
+			for _, crd := range []string{"referencerules.hotcert.dev", "trustrotations.hotcert.dev"} {
+				if find(objs, "CustomResourceDefinition", crd) == nil {
+					t.Errorf("no CRD %s", crd)
+				}
 			}
 			rules, aggregated := clusterRoles(t, objs)
 			if !reflect.DeepEqual(rules.Rules, wantRules.Rules) {

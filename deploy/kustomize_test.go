@@ -32,7 +32,8 @@ import (
 // Deployment's arguments, authenticated as the base's ServiceAccount (a token
 // of its own): it adopts, rolls, records Events and holds its Lease with
 // exactly the RBAC the manifests grant. With the base applied, its subtests
-// check the ReferenceRule CRD and RBAC, and the overlays.
+// check the ReferenceRule CRD and RBAC, and the overlays (the census's
+// among them).
 func TestKustomizeManifests(t *testing.T) {
 	ctx := testContext(t)
 	objs := kustomize(t, "base")
@@ -142,6 +143,7 @@ func TestKustomizeManifests(t *testing.T) {
 			}
 		}
 	})
+	t.Run("census overlay", func(t *testing.T) { checkCensus(t, sa, as) })
 	t.Run("namespace-selector overlay", func(t *testing.T) { checkNamespaceSelectorOverlay(t, sa) })
 	t.Run("dry-run overlay", func(t *testing.T) {
 		dep := convert[appsv1.Deployment](t, find(kustomize(t, "overlays/dry-run"), "Deployment", "hotcert-controller"))

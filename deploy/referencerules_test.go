@@ -29,7 +29,7 @@ import (
 // it names, through the aggregated ClusterRole.
 func checkReferenceRules(t *testing.T, objs []*unstructured.Unstructured, as rest.ImpersonationConfig) {
 	ctx := testContext(t)
-	name := find(objs, "CustomResourceDefinition", "").GetName()
+	name := find(objs, "CustomResourceDefinition", "referencerules.hotcert.dev").GetName()
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, pollTimeout, true, func(ctx context.Context) (bool, error) {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := env.Client().Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
@@ -74,18 +74,7 @@ func checkReferenceRules(t *testing.T, objs []*unstructured.Unstructured, as res
 		}
 	}
 
-	can := func(group, resource, verb string) bool { // resource: "name" or "name/subresource"
-		t.Helper()
-		resource, sub, _ := strings.Cut(resource, "/")
-		sar, err := env.Clientset().AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: as.UserName, Groups: as.Groups,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: group, Resource: resource, Subresource: sub, Verb: verb},
-		}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sar.Status.Allowed
-	}
+	can := func(group, resource, verb string) bool { return allowed(t, as, group, resource, verb) }
 	for _, verb := range []string{"get", "list", "watch"} {
 		if !can("hotcert.dev", "referencerules", verb) {
 			t.Errorf("the controller cannot %s referencerules.hotcert.dev", verb)
@@ -137,6 +126,21 @@ func checkReferenceRules(t *testing.T, objs []*unstructured.Unstructured, as res
 	}
 }
 
+// allowed asks the API server (a SubjectAccessReview) whether as may verb
+// resource ("name" or "name/subresource") of group, cluster-wide.
+func allowed(t testing.TB, as rest.ImpersonationConfig, group, resource, verb string) bool {
+	t.Helper()
+	resource, sub, _ := strings.Cut(resource, "/")
+	sar, err := env.Clientset().AuthorizationV1().SubjectAccessReviews().Create(testContext(t), &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: as.UserName, Groups: as.Groups,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Group: group, Resource: resource, Subresource: sub, Verb: verb},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sar.Status.Allowed
+}
+
 // grantAggregated creates the one ClusterRole of the file path, checks that
 // the controller's aggregated ClusterRole (of objs) selects it, and
 // aggregates, as kube-controller-manager would.
@@ -184,11 +188,12 @@ func grantAggregated(t *testing.T, objs []*unstructured.Unstructured, path strin
 }
 
 // clusterRoles returns the ClusterRole of rules and the aggregated one (the
-// read access to the kinds ReferenceRules name).
+// read access to the kinds ReferenceRules name); the census's (named
+// *-census) is neither.
 func clusterRoles(t testing.TB, objs []*unstructured.Unstructured) (rules, aggregated *rbacv1.ClusterRole) {
 	t.Helper()
 	for _, o := range objs {
-		if o.GetKind() != "ClusterRole" {
+		if o.GetKind() != "ClusterRole" || strings.HasSuffix(o.GetName(), "-census") {
 			continue
 		}
 		cr := convert[rbacv1.ClusterRole](t, o)

@@ -82,7 +82,7 @@ type gatherer struct {
 func (g *gatherer) reports(ctx context.Context) (map[string][]core.Report, string) {
 	ev := g.tr.Spec.Evidence
 	if p := ev.Prometheus; p != nil {
-		q := evidence.Prometheus{URL: p.URL, Client: g.c.opts.HTTPClient, NamespaceLabel: p.NamespaceLabel, PodLabel: p.PodLabel,
+		q := evidence.Prometheus{URL: p.URL, Client: g.c.opts.prometheusClient(p.URL), NamespaceLabel: p.NamespaceLabel, PodLabel: p.PodLabel,
 			ContainerLabel: p.ContainerLabel, Prefix: p.MetricPrefix}
 		reps, err := q.Reports(ctx)
 		if err != nil {

@@ -41,8 +41,16 @@ type Options struct {
 	// Concurrency bounds the handshakes and scrapes in flight.
 	Concurrency int
 	// HTTPClient queries Prometheus and scrapes pods (default: a client with
-	// HandshakeTimeout as its timeout).
+	// HandshakeTimeout as its timeout). It carries no credentials: the URLs
+	// are those TrustRotations name.
 	HTTPClient *http.Client
+	// PrometheusURL and PrometheusClient are the cluster's Prometheus and the
+	// client that holds its credentials and TLS trust: a TrustRotation whose
+	// evidence.prometheus.url is at PrometheusURL's origin (scheme, host and
+	// port) is queried with PrometheusClient, any other with HTTPClient, so
+	// that a TrustRotation cannot send the credentials elsewhere.
+	PrometheusURL    string
+	PrometheusClient *http.Client
 	// Registerer receives the metrics (default controller-runtime's
 	// registry); MetricsPrefix prefixes them (default hotcert).
 	Registerer    prometheus.Registerer

@@ -69,6 +69,9 @@ type Options struct {
 	// rollout/census), one every CensusInterval.
 	Census         bool
 	CensusInterval time.Duration
+	// CensusPrometheus is how the census reaches a Prometheus behind
+	// authentication or TLS.
+	CensusPrometheus Prometheus
 
 	// inClusterNamespaceFile is where a pod reads its namespace.
 	inClusterNamespaceFile string
@@ -132,6 +135,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.WebhookKeyFile, "webhook-key-file", o.WebhookKeyFile, "private key of the webhook's serving certificate, PEM")
 	fs.BoolVar(&o.Census, "census", o.Census, "keep the census of every TrustRotation (hotcert.dev/v1alpha1): which pods consume its trust objects and server certificates, what each holds and how that is known, one condition per rotation step (needs the TrustRotation CRD and read access to pods and endpointslices; see docs/census.md)")
 	fs.DurationVar(&o.CensusInterval, "census-interval", o.CensusInterval, "how often each TrustRotation's census is taken (pod changes also trigger one)")
+	o.CensusPrometheus.addFlags(fs)
 	fs.StringVar((*string)(&o.SecretCache), "secret-cache", string(o.SecretCache), "how to watch Secrets and ConfigMaps: referenced (whole objects, keep digests of referenced ones only: no read per change) or metadata (metadata only, one GET per change of a referenced object: least memory and traffic)")
 }
 
@@ -155,6 +159,9 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--secret-cache %q: want referenced or metadata", o.SecretCache)
 	case o.Census && o.CensusInterval <= 0:
 		return fmt.Errorf("--census-interval %s: want a positive duration", o.CensusInterval)
+	}
+	if err := o.CensusPrometheus.validate(); err != nil {
+		return err
 	}
 	if _, err := labels.Parse(o.NamespaceSelectorString); err != nil {
 		return fmt.Errorf("--namespace-selector %q: %w", o.NamespaceSelectorString, err)
@@ -203,6 +210,9 @@ func (o *Options) Complete(log logr.Logger) (*Config, error) {
 		// The census counts the pods of the namespaces the controller watches.
 		c.Census = &census.Options{Interval: o.CensusInterval, MetricsPrefix: o.MetricsPrefix,
 			Namespaces: o.Namespaces, NamespaceSelector: c.Controller.NamespaceSelector}
+		if err := o.CensusPrometheus.complete(c.Census); err != nil {
+			return nil, err
+		}
 	}
 	if o.HashKeyFile != "" {
 		key, err := readHashKey(o.HashKeyFile)

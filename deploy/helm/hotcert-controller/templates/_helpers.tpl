@@ -35,3 +35,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- required "webhook.secretName is required when webhook.certManager.enabled is false" .Values.webhook.secretName -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The Secret of the census's Prometheus credentials, when the census is on. */}}
+{{- define "hotcert-controller.censusSecret" -}}
+{{- if .Values.census.enabled -}}
+{{- .Values.census.prometheus.secretName -}}
+{{- end -}}
+{{- end -}}

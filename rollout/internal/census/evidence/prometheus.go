@@ -2,12 +2,15 @@ package evidence
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
 
 	"github.com/hotcert/hotcert/rollout/internal/census"
 )
@@ -23,7 +26,9 @@ const maxResponse = 64 << 20
 type Prometheus struct {
 	// URL is the API's base, e.g. http://prometheus.monitoring:9090.
 	URL string
-	// Client does the request (default http.DefaultClient).
+	// Client does the request (default http.DefaultClient): its transport
+	// carries the credentials and the TLS trust of a Prometheus behind
+	// authentication.
 	Client *http.Client
 	// NamespaceLabel, PodLabel and ContainerLabel name the target labels
 	// (default namespace, pod, container); Prefix is the metric prefix
@@ -40,60 +45,61 @@ func (p Prometheus) Query() string {
 // Reports returns, by "namespace/pod", what each pod reports: one Report per
 // container the series name ("" when they name none).
 func (p Prometheus) Reports(ctx context.Context) (map[string][]census.Report, error) {
-	u, err := url.Parse(p.URL)
-	if err != nil {
-		return nil, fmt.Errorf("evidence: Prometheus URL: %w", err)
-	}
-	u = u.JoinPath("api", "v1", "query")
-	u.RawQuery = url.Values{"query": {p.Query()}}.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, fmt.Errorf("evidence: Prometheus query: %w", err)
-	}
-	req.Header.Set("Accept", "application/json")
 	hc := p.Client
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	resp, err := hc.Do(req)
+	// A response is read whole by the API client: bound it, as the URL is
+	// a TrustRotation's.
+	limited := *hc
+	limited.Transport = limitBody{next: hc.Transport}
+	c, err := api.NewClient(api.Config{Address: p.URL, Client: &limited})
 	if err != nil {
-		return nil, fmt.Errorf("evidence: Prometheus query: %w", err)
+		return nil, fmt.Errorf("evidence: Prometheus URL: %w", err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	v, _, _, err := promv1.NewAPI(c).Query(ctx, p.Query(), time.Time{})
 	if err != nil {
-		return nil, fmt.Errorf("evidence: Prometheus query: reading the response: %w", err)
+		return nil, fmt.Errorf("evidence: Prometheus query %s: %w", p.URL, err)
 	}
-	var r struct {
-		Status    string `json:"status"`
-		Error     string `json:"error"`
-		ErrorType string `json:"errorType"`
-		Data      struct {
-			ResultType string `json:"resultType"`
-			Result     []struct {
-				Metric map[string]string `json:"metric"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, fmt.Errorf("evidence: Prometheus query: HTTP %d, not a Prometheus API response: %w", resp.StatusCode, err)
-	}
-	if r.Status != "success" {
-		return nil, fmt.Errorf("evidence: Prometheus query: HTTP %d: %s: %s", resp.StatusCode, r.ErrorType, r.Error)
-	}
-	if r.Data.ResultType != "vector" {
-		return nil, fmt.Errorf("evidence: Prometheus query: result type %q, want vector", r.Data.ResultType)
+	vec, ok := v.(model.Vector)
+	if !ok {
+		return nil, fmt.Errorf("evidence: Prometheus query %s: result type %s, want vector", p.URL, v.Type())
 	}
 	b := newBuilder(or(p.Prefix, "hotcert"))
-	nsL, podL, cL := or(p.NamespaceLabel, "namespace"), or(p.PodLabel, "pod"), or(p.ContainerLabel, "container")
-	for _, s := range r.Data.Result {
+	nsL, podL, cL := model.LabelName(or(p.NamespaceLabel, "namespace")), model.LabelName(or(p.PodLabel, "pod")), model.LabelName(or(p.ContainerLabel, "container"))
+	for _, s := range vec {
 		m := s.Metric
 		if m[nsL] == "" || m[podL] == "" {
 			continue
 		}
-		b.add(m[nsL]+"/"+m[podL], m[cL], m["__name__"], m)
+		labels := make(map[string]string, len(m))
+		for k, v := range m {
+			labels[string(k)] = string(v)
+		}
+		b.add(string(m[nsL])+"/"+string(m[podL]), string(m[cL]), string(m[model.MetricNameLabel]), labels)
 	}
 	return b.reports, nil
+}
+
+// limitBody cuts every response body at maxResponse.
+type limitBody struct{ next http.RoundTripper }
+
+func (l limitBody) RoundTrip(r *http.Request) (*http.Response, error) {
+	next := l.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	resp, err := next.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = limitedBody{Reader: io.LimitReader(resp.Body, maxResponse), Closer: resp.Body}
+	return resp, nil
+}
+
+type limitedBody struct {
+	io.Reader
+	io.Closer
 }
 
 // builder groups series into reports.
