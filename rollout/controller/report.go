@@ -69,6 +69,7 @@ func (r *reporter) settled(key string) {
 }
 
 func (r *reporter) clearPendingLocked(key string) {
+	r.metrics.waiting.clear(key)
 	if kind, ok := r.pending[key]; ok {
 		delete(r.pending, key)
 		r.metrics.pending.WithLabelValues(kind).Dec()

@@ -76,7 +76,8 @@ func hasState(obj client.Object) bool {
 	return false
 }
 
-var stateKeys = []string{rollout.AnnotationAppliedHash, rollout.AnnotationAppliedKeys, rollout.AnnotationLastRollout}
+var stateKeys = []string{rollout.AnnotationAppliedHash, rollout.AnnotationAppliedKeys, rollout.AnnotationLastRollout,
+	rollout.AnnotationRunningValidity, rollout.AnnotationRotated, rollout.AnnotationRolloutPending}
 
 // refsOf returns what the pod spec of a managed workload of kind k consumes
 // (opted in, or adopted through a ReferenceRule), nil for any other.
