@@ -153,9 +153,11 @@ func (r *reconciler) windowsText(ctx context.Context, w *workload, cons *referen
 	ns := &metav1.PartialObjectMetadata{}
 	ns.SetGroupVersionKind(namespaceGVK)
 	if err := r.api.Get(ctx, types.NamespacedName{Name: w.obj.GetNamespace()}, ns); err != nil {
-		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+		if apierrors.IsNotFound(err) {
 			return "", "", nil
 		}
+		// Forbidden too is an error: rolling as if the namespace had no
+		// windows would restart it when its owners said not to.
 		return "", "", fmt.Errorf("reading the rollout windows of namespace %s: %w", w.obj.GetNamespace(), err)
 	}
 	if v, ok := ns.GetAnnotations()[rollout.AnnotationRolloutWindows]; ok {
