@@ -570,7 +570,7 @@ func (r *reconciler) writeAnnotations(ctx context.Context, obj client.Object, kv
 func (r *reconciler) clearState(ctx context.Context, obj client.Object) error {
 	orig := obj.DeepCopyObject().(client.Object)
 	a := obj.GetAnnotations()
-	for _, k := range stateKeys {
+	for _, k := range slices.Concat(stateKeys, scheduleKeys) {
 		delete(a, k)
 	}
 	obj.SetAnnotations(a)
