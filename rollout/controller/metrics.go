@@ -116,7 +116,7 @@ func newMetrics(reg prometheus.Registerer, prefix string, clk clock.PassiveClock
 		}, []string{"kind"}),
 		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: prefix + "_rollout_pending_workloads",
-			Help: "Workloads with a content change waiting (minimum interval, previous rollout, budget), by kind.",
+			Help: "Workloads with a content change waiting (minimum interval, previous rollout, budget, trust guard, rollout window), by kind.",
 		}, []string{"kind"}),
 		reads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: prefix + "_rollout_object_reads_total",

@@ -76,6 +76,18 @@ func (r *reporter) clearPendingLocked(key string) {
 	}
 }
 
+// first reports whether sig is new for key's side situation what (and
+// records it): an Event about it is emitted once, not at every reconcile.
+func (r *reporter) first(key, what, sig string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last[key+"#"+what] == sig {
+		return false
+	}
+	r.last[key+"#"+what] = sig
+	return true
+}
+
 func (r *reporter) warnAnnotation(obj client.Object, key string, err error) {
 	r.mu.Lock()
 	sig := "annotation/" + err.Error()
@@ -93,5 +105,6 @@ func (r *reporter) forget(key string) {
 	defer r.mu.Unlock()
 	delete(r.last, key)
 	delete(r.last, key+"#annotation")
+	delete(r.last, key+"#override")
 	r.clearPendingLocked(key)
 }

@@ -205,7 +205,7 @@ func (r *reconciler) awaitWindow(ctx context.Context, w *workload, cons *referen
 		if override {
 			w.override = fmt.Sprintf("the certificate the pods run expires at %s; its expiry margin (%s) was reached at %s", s.running.NotAfter.UTC().Format(time.RFC3339), s.margin.Round(time.Second), s.deadline.UTC().Format(time.RFC3339))
 			w.windowNote = "; outside the rollout windows: " + w.override
-			if !w.dry {
+			if !w.dry && r.report.first(w.key, "override", w.cfg.Hash+"/"+s.deadline.String()) {
 				r.report.rec.Eventf(w.obj, corev1.EventTypeWarning, string(eventWindowOverridden), "%s; rolling now, outside the rollout windows (%s: %s): %s", what, s.source, s.windows, w.override)
 			}
 		} else {

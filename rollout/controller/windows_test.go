@@ -280,3 +280,27 @@ func testutilGaugeVec(t testing.TB, r *running, name string) float64 {
 	}
 	return sum
 }
+
+// TestRotateNowWithinTheBudget: rotate-now lifts windows and the minimum
+// interval, not the global budget: with one rollout per hour, the second of
+// two requests waits for the budget (RolloutDeferred, budget), and its token
+// is not recorded as honoured.
+func TestRotateNowWithinTheBudget(t *testing.T) {
+	t.Parallel()
+	ns := env.NewNamespace(t)
+	createSecret(t, secret(ns, "cfg", map[string]string{"a": "1"}))
+	create(t, deployment(ns, "one", 0, envFrom("cfg", "a"), optIn))
+	create(t, deployment(ns, "two", 0, envFrom("cfg", "a"), optIn))
+	o := testOptions()
+	o.MaxRollouts, o.BudgetWindow = 1, time.Hour
+	startController(t, ns, o)
+	waitAdopted(t, ns, "one")
+	waitAdopted(t, ns, "two")
+	annotateDeployment(t, ns, "one", rollout.AnnotationRotateNow, "t1")
+	waitReplicaSets(t, ns, "one", 2)
+	annotateDeployment(t, ns, "two", rollout.AnnotationRotateNow, "t1")
+	waitEvent(t, ns, "two", eventDeferred, "global rollout budget spent")
+	holds(t, time.Second, "no rollout past the budget", func() (bool, error) {
+		return replicaSets(t, ns, "two") == 1 && getDeployment(t, ns, "two").Annotations[rollout.AnnotationRotated] == "", nil
+	})
+}
