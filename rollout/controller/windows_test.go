@@ -304,3 +304,32 @@ func TestRotateNowWithinTheBudget(t *testing.T) {
 		return replicaSets(t, ns, "two") == 1 && getDeployment(t, ns, "two").Annotations[rollout.AnnotationRotated] == "", nil
 	})
 }
+
+// TestRunningValidityRecordedForEarlierAdoptions: a workload adopted before
+// the controller recorded the running certificate's validity (the annotation
+// absent) gets it at its next reconcile, without a rollout.
+func TestRunningValidityRecordedForEarlierAdoptions(t *testing.T) {
+	t.Parallel()
+	ns := env.NewNamespace(t)
+	leaf := issue()
+	createSecret(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tls"}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{"tls.crt": leaf.ChainPEM, "tls.key": leaf.KeyPEM}})
+	create(t, deployment(ns, "app", 0, mountAll("tls"), optIn))
+	c := startController(t, ns, testOptions())
+	want := waitAdopted(t, ns, "app").Annotations[rollout.AnnotationRunningValidity]
+	if !strings.HasSuffix(want, "/"+leaf.Cert.NotAfter.UTC().Format(time.RFC3339)) {
+		t.Fatalf("running validity %q, want the leaf's NotAfter %s", want, leaf.Cert.NotAfter.UTC())
+	}
+	c.Stop()
+	patch := `{"metadata":{"annotations":{"` + rollout.AnnotationRunningValidity + `":null}}}`
+	if _, err := clientset().AppsV1().Deployments(ns).Patch(testContext(t), "app", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	startController(t, ns, testOptions())
+	waitFor(t, "the running validity recorded again", func() (bool, error) {
+		return getDeployment(t, ns, "app").Annotations[rollout.AnnotationRunningValidity] == want, nil
+	})
+	if replicaSets(t, ns, "app") != 1 {
+		t.Fatal("recording the running validity rolled the workload")
+	}
+}
