@@ -38,6 +38,47 @@ const (
 	AnnotationLastRollout = "hotcert.dev/last-rollout"
 )
 
+// Rollout windows, expiry and rotate-now (docs/rollout-controller.md,
+// "Restart windows"). Users set the first three; the controller owns the
+// others.
+const (
+	// AnnotationRolloutWindows, on a workload or a Namespace, restricts when
+	// the controller rolls: a ";"-separated list of recurring windows
+	// ("CRON_TZ=Europe/Berlin 0 2 * * SAT for 4h") and explicit ones
+	// ("2026-12-27T22:00:00Z/2026-12-28T02:00:00Z"); "always" on a workload
+	// lifts its namespace's or ReferenceRule's windows. A change outside a
+	// window waits for the next one, unless the certificate the pods run
+	// would reach its expiry margin first.
+	AnnotationRolloutWindows = "hotcert.dev/rollout-windows"
+
+	// AnnotationExpiryMargin overrides how long before the running leaf
+	// certificate's NotAfter a pending change rolls whatever the windows say:
+	// a share of the certificate's lifetime ("25%") or a Go duration ("6h").
+	AnnotationExpiryMargin = "hotcert.dev/expiry-margin"
+
+	// AnnotationRotateNow, set to a new token (any text: a timestamp, a
+	// ticket number), rolls the workload once, now, outside any window and
+	// minimum interval, within the other safety checks (budget, trust guard,
+	// refusals). A token is honoured once (see AnnotationRotated).
+	AnnotationRotateNow = "hotcert.dev/rotate-now"
+
+	// AnnotationRotated (workload metadata) is the last rotate-now token the
+	// controller honoured, written in the same update as the rollout it made.
+	AnnotationRotated = "hotcert.dev/rotated"
+
+	// AnnotationRunningValidity (workload metadata) is the validity of the
+	// leaf certificate the workload's pods run ("notBefore/notAfter", RFC
+	// 3339), recorded at adoption and at every rollout: the expiry a window
+	// is never allowed to reach. Dates only, never key material.
+	AnnotationRunningValidity = "hotcert.dev/running-validity"
+
+	// AnnotationRolloutPending (workload metadata), while a change waits for
+	// a window, says since when, when it will roll and why
+	// ("since=…; rolls-at=…; deadline=…; reason=outside_window"); removed when
+	// it rolls.
+	AnnotationRolloutPending = "hotcert.dev/rollout-pending"
+)
+
 // Annotations users set on a consumed Secret or ConfigMap (see [Exceptions]).
 const (
 	// AnnotationIgnoreKeys names keys of the object, comma-separated, whose

@@ -93,6 +93,9 @@ type Config struct {
 	// Malformed lists consumed objects whose exception annotations cannot be
 	// read (see [Exceptions]); they except nothing.
 	Malformed []Problem
+	// Leaf is the validity of the consumed leaf certificate that expires
+	// first (zero when no consumed key holds one; ignored keys do not count).
+	Leaf Validity
 }
 
 // Lookup returns the current version of the object kind/name of the workload's
@@ -276,6 +279,9 @@ func (h *hasher) consumedKey(r Ref, obj *Object, k string) {
 	h.entry(entryName(r)+"/"+k, d[:], ignored)
 	if err := obj.Problems[k]; err != nil && !ignored {
 		h.tlsProblem(r, k, err)
+	}
+	if v, ok := obj.Leaves[k]; ok && !ignored && (h.out.Leaf.IsZero() || v.NotAfter.Before(h.out.Leaf.NotAfter)) {
+		h.out.Leaf = v
 	}
 }
 

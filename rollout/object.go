@@ -32,6 +32,9 @@ type Object struct {
 	// Exceptions are the keys (or the whole object) its annotations exclude
 	// from rolling.
 	Exceptions Exceptions
+	// Leaves holds, per key holding a leaf certificate (or a chain starting
+	// with one), its validity (see [Validity]); nil when there is none.
+	Leaves map[string]Validity
 }
 
 // SecretObject digests a Secret, checking its TLS content at now.
@@ -45,6 +48,7 @@ func SecretObject(s *corev1.Secret, now time.Time) *Object {
 		o.Keys[k] = sha256.Sum256(v)
 	}
 	o.Problems = CheckTLS(s.Type, "Secret "+s.Namespace+"/"+s.Name, s.Data, now)
+	o.Leaves = leafValidities(s.Data)
 	return o
 }
 
@@ -65,6 +69,7 @@ func ConfigMapObject(c *corev1.ConfigMap, now time.Time) *Object {
 		o.Keys[k] = sha256.Sum256(v)
 	}
 	o.Problems = CheckTLS("", "ConfigMap "+c.Namespace+"/"+c.Name, data, now)
+	o.Leaves = leafValidities(data)
 	return o
 }
 

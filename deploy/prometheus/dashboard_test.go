@@ -10,8 +10,15 @@ import (
 
 type dashboard struct {
 	Panels []struct {
+		ID      int    `json:"id"`
 		Title   string `json:"title"`
 		Type    string `json:"type"`
+		GridPos struct {
+			X int `json:"x"`
+			Y int `json:"y"`
+			W int `json:"w"`
+			H int `json:"h"`
+		} `json:"gridPos"`
 		Targets []struct {
 			Expr string `json:"expr"`
 		} `json:"targets"`
@@ -73,6 +80,34 @@ func TestDashboardNamesExportedSeries(t *testing.T) {
 	for name := range exported {
 		if !slices.ContainsFunc(used, func(e string) bool { return regexp.MustCompile(`\b` + name + `\b`).MatchString(e) }) {
 			t.Errorf("no panel shows %s", name)
+		}
+	}
+}
+
+// TestDashboardPanelsAreDistinct checks that no two panels share an id (Grafana
+// keys panels, links and saved views by it) or overlap on the grid: rows added
+// by separate changes must not land on one another.
+func TestDashboardPanelsAreDistinct(t *testing.T) {
+	raw, err := os.ReadFile("hotcert-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d dashboard
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatalf("hotcert-dashboard.json: %v", err)
+	}
+	ids := map[int]string{}
+	for i, p := range d.Panels {
+		if other, ok := ids[p.ID]; ok {
+			t.Errorf("panels %q and %q share id %d", other, p.Title, p.ID)
+		}
+		ids[p.ID] = p.Title
+		a := p.GridPos
+		for _, q := range d.Panels[:i] {
+			b := q.GridPos
+			if a.X < b.X+b.W && b.X < a.X+a.W && a.Y < b.Y+b.H && b.Y < a.Y+a.H {
+				t.Errorf("panels %q and %q overlap on the grid", q.Title, p.Title)
+			}
 		}
 	}
 }

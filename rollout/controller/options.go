@@ -86,6 +86,12 @@ type Options struct {
 	// rollout.AnnotationTrustedBy) is checked again (default
 	// DefaultTrustRecheck).
 	TrustRecheck time.Duration
+	// ExpiryMargin is the share of the lifetime of the leaf certificate a
+	// workload's pods run, before its NotAfter, at which a change waiting for
+	// a rollout window rolls anyway (default DefaultExpiryMargin, one sixth);
+	// a workload's hotcert.dev/expiry-margin annotation overrides it. It must
+	// be below 1.
+	ExpiryMargin float64
 	// DryRun makes the controller write nothing: it reports the rollouts it would
 	// do with an Event and a metric. A workload's hotcert.dev/dry-run annotation
 	// does the same for one workload.
@@ -171,6 +177,9 @@ func (o Options) Default() Options {
 	if o.RolloutWaitTimeout == 0 {
 		o.RolloutWaitTimeout = DefaultRolloutWaitTimeout
 	}
+	if o.ExpiryMargin == 0 {
+		o.ExpiryMargin = DefaultExpiryMargin
+	}
 	if o.TrustRecheck <= 0 {
 		o.TrustRecheck = DefaultTrustRecheck
 	}
@@ -212,6 +221,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("controller: secret cache %q: want referenced or metadata", o.SecretCache)
 	case o.Webhook.Addr != "" && (o.Webhook.CertFile == "" || o.Webhook.KeyFile == ""):
 		return errors.New("controller: the webhook needs a certificate file and a key file")
+	case o.ExpiryMargin < 0 || o.ExpiryMargin >= 1:
+		return fmt.Errorf("controller: expiry margin %v: want a share of the lifetime, from 0 to 1", o.ExpiryMargin)
 	case o.MaxConcurrentReconciles < 0:
 		return fmt.Errorf("controller: max concurrent reconciles %d is negative", o.MaxConcurrentReconciles)
 	}

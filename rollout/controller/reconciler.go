@@ -150,6 +150,13 @@ type workload struct {
 	interval time.Duration
 	dry      bool
 	now      time.Time
+	// rotate is a rotate-now token not yet honoured ("" for none).
+	rotate string
+	// override says why the change rolls outside its rollout windows ("" when
+	// inside, or without windows); windowNote adds the schedule to a dry
+	// run's Event.
+	override   string
+	windowNote string
 }
 
 // reconcile decides, in named steps, what to do with one workload: load it,
@@ -183,10 +190,18 @@ func (r *reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, wrapStep("recording the ignored changes of", w, err)
 	}
 	changes := w.recorded.Changes(w.cfg)
-	if len(changes) == 0 {
+	w.rotate = rotateRequest(w)
+	if len(changes) == 0 && w.rotate == "" {
 		return reconcile.Result{}, wrapStep("recording the new baseline of", w, r.rebase(ctx, w))
 	}
 	what := state.Describe(changes, 8)
+	if w.rotate != "" {
+		what = fmt.Sprintf("rotate-now requested (%s=%q)", rollout.AnnotationRotateNow, w.rotate)
+		if len(changes) > 0 {
+			what += ", with " + state.Describe(changes, 8)
+		}
+	}
+	r.trackWaiting(w, false)
 	if len(w.cfg.Invalid) > 0 {
 		r.refuse(w, w.cfg.Invalid)
 		return reconcile.Result{}, nil
@@ -200,10 +215,15 @@ func (r *reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return r.deferUntilTrusted(w, what, conflicts), nil
 	}
+	if w.rotate == "" {
+		if res, deferred, err := r.awaitWindow(ctx, w, cons, what); deferred || err != nil {
+			return res, wrapStep("checking the rollout windows of", w, err)
+		}
+	}
 	if w.dry {
 		r.report.report(w.obj, r.kind.name, w.key, outcome{
-			sig: "dry/" + w.cfg.Hash, result: resultDryRun, reason: reasonConfigChanged, event: eventWouldRoll,
-			note: "would roll: " + what,
+			sig: "dry/" + w.cfg.Hash + "/" + w.rotate, result: resultDryRun, reason: reasonConfigChanged, event: eventWouldRoll,
+			note: "would roll: " + what + w.windowNote,
 		})
 		return reconcile.Result{}, nil
 	}
@@ -350,10 +370,28 @@ func (r *reconciler) adopt(ctx context.Context, w *workload) (reconcile.Result, 
 // baseline is recorded, no stamp.
 func (r *reconciler) rebase(ctx context.Context, w *workload) error {
 	r.settled(w.key)
-	if w.recorded.AppliedHash == w.cfg.Hash || w.dry {
+	if w.dry {
 		return nil
 	}
-	if err := r.writeState(ctx, w.obj, w.recorded.Applied(w.cfg)); err != nil {
+	if w.recorded.AppliedHash == w.cfg.Hash {
+		// Nothing waits any more (a change reverted); the running
+		// certificate's validity is recorded once for a workload adopted
+		// before it was.
+		_, pending := w.obj.GetAnnotations()[rollout.AnnotationRolloutPending]
+		if !pending && (!w.recorded.Running.IsZero() || w.cfg.Leaf.IsZero()) {
+			return nil
+		}
+		next := w.recorded
+		if next.Running.IsZero() {
+			next.Running = w.cfg.Leaf
+		}
+		kv := next.Annotations()
+		kv[rollout.AnnotationRolloutPending] = ""
+		return r.writeAnnotations(ctx, w.obj, kv)
+	}
+	kv := w.recorded.Applied(w.cfg).Annotations()
+	kv[rollout.AnnotationRolloutPending] = ""
+	if err := r.writeAnnotations(ctx, w.obj, kv); err != nil {
 		return err
 	}
 	r.report.report(w.obj, r.kind.name, w.key, outcome{
@@ -400,7 +438,7 @@ func (r *reconciler) deferUntilValid(w *workload, what string, early []rollout.P
 // rollout time from the workload's annotation, the previous rollout's progress
 // from its status. A deferral is a RequeueAfter, never an in-memory timer.
 func (r *reconciler) deferRollout(ctx context.Context, w *workload, what string) (reconcile.Result, bool, error) {
-	if next := w.recorded.NextRollout(w.interval, w.now); !next.IsZero() {
+	if next := w.recorded.NextRollout(w.interval, w.now); !next.IsZero() && w.rotate == "" {
 		r.report.report(w.obj, r.kind.name, w.key, outcome{
 			sig: "interval/" + next.String(), result: resultDeferred, reason: reasonMinInterval, event: eventDeferred,
 			note: fmt.Sprintf("%s; rolling at %s, %s after the last rollout (minimum interval)", what, next.Format(time.RFC3339), w.interval),
@@ -437,11 +475,17 @@ func (r *reconciler) deferRollout(ctx context.Context, w *workload, what string)
 func (r *reconciler) roll(ctx context.Context, w *workload, what string) error {
 	obj := w.obj
 	orig := obj.DeepCopyObject().(client.Object)
-	if err := r.kind.roll(obj, w.cfg.Hash, w.now); err != nil {
+	stamp := w.cfg.Hash
+	next := w.recorded.Rolled(w.cfg, w.now)
+	if w.rotate != "" {
+		stamp, next.Rotated = rotateStamp(w.cfg.Hash, w.rotate), w.rotate
+	}
+	if err := r.kind.roll(obj, stamp, w.now); err != nil {
 		r.shared.budget.Release(w.key, w.now)
 		return err
 	}
-	setAnnotations(obj, w.recorded.Rolled(w.cfg, w.now).Annotations())
+	setAnnotations(obj, next.Annotations())
+	setAnnotations(obj, map[string]string{rollout.AnnotationRolloutPending: ""})
 	opts := []client.PatchOption{client.FieldOwner(rollout.FieldManager)}
 	if r.kind.held != nil {
 		// A declared kind's rule names the field written: one the kind's
@@ -450,7 +494,7 @@ func (r *reconciler) roll(ctx context.Context, w *workload, what string) error {
 	}
 	err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), opts...)
 	if r.kind.held != nil {
-		err = r.kind.held(obj, w.cfg.Hash, w.now, err)
+		err = r.kind.held(obj, stamp, w.now, err)
 	}
 	if err != nil {
 		r.shared.budget.Release(w.key, w.now)
@@ -461,9 +505,17 @@ func (r *reconciler) roll(ctx context.Context, w *workload, what string) error {
 		return err
 	}
 	r.settled(w.key)
+	why, note := reasonConfigChanged, ""
+	switch {
+	case w.rotate != "":
+		why = reasonRotateNow
+	case w.override != "":
+		note = "; outside the rollout windows: " + w.override
+		r.report.metrics.overrides.WithLabelValues(r.kind.name, string(reasonExpiryMargin)).Inc()
+	}
 	r.report.report(obj, r.kind.name, w.key, outcome{
-		result: resultRolled, reason: reasonConfigChanged, event: eventRolled,
-		note: fmt.Sprintf("rolled: %s (config hash %s)", what, short(w.cfg.Hash)),
+		result: resultRolled, reason: why, event: eventRolled,
+		note: fmt.Sprintf("rolled: %s (config hash %s)%s", what, short(w.cfg.Hash), note),
 	})
 	log.FromContext(ctx).Info("rolled", "changes", what, "hash", w.cfg.Hash)
 	return nil
@@ -501,8 +553,14 @@ func (r *reconciler) refuse(w *workload, problems []rollout.Problem) {
 }
 
 func (r *reconciler) writeState(ctx context.Context, obj client.Object, s state.State) error {
+	return r.writeAnnotations(ctx, obj, s.Annotations())
+}
+
+// writeAnnotations sets (or, for "", removes) the annotations kv of obj,
+// conditional on the version read.
+func (r *reconciler) writeAnnotations(ctx context.Context, obj client.Object, kv map[string]string) error {
 	orig := obj.DeepCopyObject().(client.Object)
-	setAnnotations(obj, s.Annotations())
+	setAnnotations(obj, kv)
 	return r.client.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(rollout.FieldManager))
 }
 
@@ -512,7 +570,7 @@ func (r *reconciler) writeState(ctx context.Context, obj client.Object, s state.
 func (r *reconciler) clearState(ctx context.Context, obj client.Object) error {
 	orig := obj.DeepCopyObject().(client.Object)
 	a := obj.GetAnnotations()
-	for _, k := range stateKeys {
+	for _, k := range slices.Concat(stateKeys, scheduleKeys) {
 		delete(a, k)
 	}
 	obj.SetAnnotations(a)

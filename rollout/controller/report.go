@@ -69,10 +69,23 @@ func (r *reporter) settled(key string) {
 }
 
 func (r *reporter) clearPendingLocked(key string) {
+	r.metrics.waiting.clear(key)
 	if kind, ok := r.pending[key]; ok {
 		delete(r.pending, key)
 		r.metrics.pending.WithLabelValues(kind).Dec()
 	}
+}
+
+// first reports whether sig is new for key's side situation what (and
+// records it): an Event about it is emitted once, not at every reconcile.
+func (r *reporter) first(key, what, sig string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last[key+"#"+what] == sig {
+		return false
+	}
+	r.last[key+"#"+what] = sig
+	return true
 }
 
 func (r *reporter) warnAnnotation(obj client.Object, key string, err error) {
@@ -92,5 +105,6 @@ func (r *reporter) forget(key string) {
 	defer r.mu.Unlock()
 	delete(r.last, key)
 	delete(r.last, key+"#annotation")
+	delete(r.last, key+"#override")
 	r.clearPendingLocked(key)
 }

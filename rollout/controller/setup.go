@@ -61,7 +61,7 @@ func New(o Options) (*Controller, error) {
 		Reads:             func(k rollout.Kind) { c.metrics.reads.WithLabelValues(string(k)).Inc() },
 		Clock:             o.Clock,
 	})
-	m, err := newMetrics(o.Registerer, o.MetricsPrefix, func() float64 { return float64(c.view.Store().Len()) })
+	m, err := newMetrics(o.Registerer, o.MetricsPrefix, o.Clock, func() float64 { return float64(c.view.Store().Len()) })
 	if err != nil {
 		if c.webhook != nil {
 			c.webhook.close()

@@ -78,6 +78,12 @@ func hasState(obj client.Object) bool {
 
 var stateKeys = []string{rollout.AnnotationAppliedHash, rollout.AnnotationAppliedKeys, rollout.AnnotationLastRollout}
 
+// scheduleKeys are the state annotations written only when they apply: the
+// running leaf's validity (a workload consuming one), the last rotate-now
+// token honoured, a change waiting for a rollout window. An opt-out removes
+// them with stateKeys.
+var scheduleKeys = []string{rollout.AnnotationRunningValidity, rollout.AnnotationRotated, rollout.AnnotationRolloutPending}
+
 // refsOf returns what the pod spec of a managed workload of kind k consumes
 // (opted in, or adopted through a ReferenceRule), nil for any other.
 func (k workloadKind) refsOf(obj client.Object) rollout.Refs {

@@ -51,7 +51,8 @@ func WithTrusted(trusted func(*admissionv1.AdmissionRequest) bool) Option {
 // on the workload, the rollout controller's state.
 var (
 	KeptTemplateAnnotations = []string{rollout.AnnotationConfigHash}
-	KeptAnnotations         = []string{rollout.AnnotationAppliedHash, rollout.AnnotationAppliedKeys, rollout.AnnotationLastRollout}
+	KeptAnnotations         = []string{rollout.AnnotationAppliedHash, rollout.AnnotationAppliedKeys, rollout.AnnotationLastRollout,
+		rollout.AnnotationRunningValidity, rollout.AnnotationRotated, rollout.AnnotationRolloutPending}
 )
 
 // maxBody bounds an AdmissionReview (the API server sends at most a few MB).

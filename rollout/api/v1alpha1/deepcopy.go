@@ -35,6 +35,7 @@ func (s *ReferenceRuleSpec) DeepCopyInto(out *ReferenceRuleSpec) {
 		r := *s.Rollout
 		out.Rollout = &r
 	}
+	out.RolloutWindows = copyRolloutWindows(s.RolloutWindows)
 }
 
 func copyDataRefs(in []DataRef) []DataRef {

@@ -129,6 +129,13 @@ type ReferenceRuleSpec struct {
 	// like a Deployment: opted in with hotcert.dev/rollout-on-change, or
 	// reached by another rule's workloads.
 	Rollout *RolloutTarget `json:"rollout,omitempty"`
+	// RolloutWindows, when set, are the only times the controller rolls the
+	// workloads the rule's chain reaches (and, with Rollout, the objects of
+	// its kind), unless the certificate their pods run reaches its expiry
+	// margin first (see RolloutWindow). A workload's
+	// hotcert.dev/rollout-windows annotation takes precedence; these take
+	// precedence over the Namespace's.
+	RolloutWindows []RolloutWindow `json:"rolloutWindows,omitempty"`
 }
 
 // RolloutTarget says how the controller rolls objects of a kind that is not

@@ -44,6 +44,8 @@ type Live struct {
 
 	cur     atomic.Pointer[Resolver]
 	lastErr atomic.Pointer[error]
+	// windows: the rules' rollout windows, by target (see Windows).
+	windows atomic.Pointer[map[string]ruleWindows]
 	// Start's goroutine only: the signature of the rules cur was built from,
 	// and those of them set aside because their informers did not sync
 	// (retried at every attempt).
@@ -337,6 +339,7 @@ func (l *Live) rebuild(ctx context.Context, objs []any) (bad map[string]error, e
 		rm.Reset() // a rule may name a CRD installed since
 	}
 	rules = l.sortOut(rules, bad)
+	l.setWindows(rules)
 	l.checkSchemas(ctx, rules)
 	sig := signature(rules)
 	if l.cur.Load() != nil && sig == l.applied && len(l.stuck) == 0 {

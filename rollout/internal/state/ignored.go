@@ -105,7 +105,7 @@ func (s State) WithIgnored(cfg *rollout.Config) State {
 			delete(keys, name)
 		}
 	}
-	next := State{AppliedHash: s.AppliedHash, Keys: keys, LastRollout: s.LastRollout}
+	next := State{AppliedHash: s.AppliedHash, Keys: keys, LastRollout: s.LastRollout, Running: s.Running, Rotated: s.Rotated}
 	sameNames := len(keys) == len(cfg.Entries)
 	for name := range keys {
 		if _, ok := cfg.Entries[name]; !ok {

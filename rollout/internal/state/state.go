@@ -31,6 +31,11 @@ type State struct {
 	Keys map[string]string
 	// LastRollout is when the controller last rolled the workload; zero if never.
 	LastRollout time.Time
+	// Running is the validity of the leaf certificate the pods run (the
+	// consumed content's at the last rollout or adoption); zero if unknown.
+	Running rollout.Validity
+	// Rotated is the last rotate-now token honoured.
+	Rotated string
 }
 
 // Of reads the state from a workload's annotations. Unreadable values are
@@ -48,6 +53,14 @@ func Of(annotations map[string]string) State {
 			s.LastRollout = t
 		}
 	}
+	if from, to, ok := strings.Cut(annotations[rollout.AnnotationRunningValidity], "/"); ok {
+		nb, err1 := time.Parse(time.RFC3339, from)
+		na, err2 := time.Parse(time.RFC3339, to)
+		if err1 == nil && err2 == nil && na.After(nb) {
+			s.Running = rollout.Validity{NotBefore: nb, NotAfter: na}
+		}
+	}
+	s.Rotated = annotations[rollout.AnnotationRotated]
 	return s
 }
 
@@ -57,12 +70,12 @@ func (s State) Adopted() bool { return s.AppliedHash != "" }
 // Applied returns the state once cfg is applied, without a rollout (adoption, or a
 // pod-template edit that only changed what is referenced).
 func (s State) Applied(cfg *rollout.Config) State {
-	return State{AppliedHash: cfg.Hash, Keys: cfg.Entries, LastRollout: s.LastRollout}
+	return State{AppliedHash: cfg.Hash, Keys: cfg.Entries, LastRollout: s.LastRollout, Running: cfg.Leaf, Rotated: s.Rotated}
 }
 
 // Rolled returns the state once the workload is rolled to cfg at t.
 func (s State) Rolled(cfg *rollout.Config, t time.Time) State {
-	return State{AppliedHash: cfg.Hash, Keys: cfg.Entries, LastRollout: t}
+	return State{AppliedHash: cfg.Hash, Keys: cfg.Entries, LastRollout: t, Running: cfg.Leaf, Rotated: s.Rotated}
 }
 
 // Annotations returns the annotations that record s (absent values are empty
@@ -76,6 +89,11 @@ func (s State) Annotations() map[string]string {
 	if !s.LastRollout.IsZero() {
 		out[rollout.AnnotationLastRollout] = s.LastRollout.UTC().Format(timeLayout)
 	}
+	out[rollout.AnnotationRunningValidity] = ""
+	if !s.Running.IsZero() {
+		out[rollout.AnnotationRunningValidity] = s.Running.NotBefore.UTC().Format(time.RFC3339) + "/" + s.Running.NotAfter.UTC().Format(time.RFC3339)
+	}
+	out[rollout.AnnotationRotated] = s.Rotated
 	return out
 }
 

@@ -82,6 +82,7 @@ func New() *Options {
 	return &Options{
 		Options: controller.Options{
 			MinInterval:             controller.DefaultMinInterval,
+			ExpiryMargin:            controller.DefaultExpiryMargin,
 			MaxRollouts:             controller.DefaultMaxRollouts,
 			BudgetWindow:            controller.DefaultBudgetWindow,
 			RolloutWaitTimeout:      controller.DefaultRolloutWaitTimeout,
@@ -113,6 +114,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.WorkloadSelectorString, "workload-selector", o.WorkloadSelectorString, "watch only the Deployments, StatefulSets and DaemonSets whose labels match this label selector, e.g. app.kubernetes.io/part-of=shop; a workload that stops matching is no longer rolled (an OutOfScope Event says so)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file (default: $KUBECONFIG, in-cluster config, or ~/.kube/config)")
 	fs.DurationVar(&o.MinInterval, "min-interval", o.MinInterval, "minimum time between two rollouts of one workload; changes inside it coalesce into one rollout at its end (annotation hotcert.dev/min-interval overrides)")
+	fs.Float64Var(&o.ExpiryMargin, "expiry-margin", o.ExpiryMargin, "share of the lifetime of the leaf certificate a workload's pods run, before its NotAfter, at which a change waiting for a rollout window rolls anyway (annotation hotcert.dev/expiry-margin overrides; see hotcert.dev/rollout-windows)")
 	fs.IntVar(&o.MaxRollouts, "max-rollouts-per-minute", o.MaxRollouts, "global cap on rollouts per minute across all workloads (-1: no cap)")
 	fs.DurationVar(&o.RolloutWaitTimeout, "rollout-wait-timeout", o.RolloutWaitTimeout, "how long a change waits for the workload's previous rollout to finish before rolling anyway")
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "write nothing: report the rollouts that would be made with Events and metrics")
