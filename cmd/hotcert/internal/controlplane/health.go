@@ -39,7 +39,7 @@ type Status struct {
 	// Fleet is what the connected agents trust, as they reported it.
 	Fleet agentrpc.Fleet `json:"fleet"`
 	// DenyList is the deny list the replica enforces (Config.DenyList only).
-	DenyList *DenyListStatus `json:"deny_list,omitempty"`
+	DenyList *agentrpc.DenyListStatus `json:"deny_list,omitempty"`
 }
 
 // TokenStatus describes the key set agent tokens are issued and verified with. It

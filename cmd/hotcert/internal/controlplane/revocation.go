@@ -7,11 +7,11 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"time"
 
 	"google.golang.org/grpc/credentials"
 
 	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
 	"github.com/hotcert/hotcert/metrics"
 	"github.com/hotcert/hotcert/revocation"
 )
@@ -46,41 +46,14 @@ func (s *Server) loadDenyList() error {
 // DenyList returns the deny list's reloader, or nil without Config.DenyList.
 func (s *Server) DenyList() *revocation.Reloader { return s.deny }
 
-// DenyListStatus is the "deny_list" object of /healthz: the version the replica
-// enforces and what its open connections say about it.
-type DenyListStatus struct {
-	revocation.Info
-	// Policy is the stale-CRL policy: keep-enforcing or refuse-all.
-	Policy string `json:"stale_crl_policy"`
-	// DeniedConnections counts open connections whose peer the list in use denies:
-	// 0 once the live cut has ended them (the replica's own handshake evidence).
-	DeniedConnections int `json:"denied_connections"`
-	// Connections counts the open agent connections it looked at.
-	Connections int `json:"connections"`
-	// Serial answers /healthz?revoked_serial=X.
-	Serial *SerialStatus `json:"serial,omitempty"`
-	// LastError is the last refused list (the last good one stays), cleared by the next good load.
-	LastError      string     `json:"last_error,omitempty"`
-	LastErrorAt    *time.Time `json:"last_error_at,omitempty"`
-	ReloadFailures uint64     `json:"reload_failures"`
-}
-
-// SerialStatus says whether one serial is refused by this replica, and how many
-// of its open connections present a certificate with that serial.
-type SerialStatus struct {
-	Serial      string `json:"serial"`
-	Revoked     bool   `json:"revoked"`
-	Connections int    `json:"connections"`
-}
-
 // denyListStatus describes the deny list, answering for serial when not "".
-func (s *Server) denyListStatus(serial string) (*DenyListStatus, error) {
+func (s *Server) denyListStatus(serial string) (*agentrpc.DenyListStatus, error) {
 	if s.deny == nil {
 		return nil, nil
 	}
 	rs := s.deny.Status()
 	l := rs.Current
-	st := &DenyListStatus{Info: l.Info(), Policy: s.deny.Policy().String(), ReloadFailures: rs.Failures}
+	st := &agentrpc.DenyListStatus{Info: l.Info(), Policy: s.deny.Policy().String(), ReloadFailures: rs.Failures}
 	if rs.LastError != nil {
 		at := rs.LastErrorAt.UTC()
 		st.LastError, st.LastErrorAt = rs.LastError.Error(), &at
@@ -92,7 +65,7 @@ func (s *Server) denyListStatus(serial string) (*DenyListStatus, error) {
 			return nil, fmt.Errorf("revoked_serial %q is not a hex serial", serial)
 		}
 		want = n
-		st.Serial = &SerialStatus{Serial: hotcert.FormatSerial(n), Revoked: l.Revokes(n)}
+		st.Serial = &agentrpc.SerialStatus{Serial: hotcert.FormatSerial(n), Revoked: l.Revokes(n)}
 	}
 	s.peers.each(func(chain []*x509.Certificate) {
 		st.Connections++
