@@ -154,7 +154,8 @@ func (e *DeniedError) Error() string {
 // verified: each certificate followed by its issuer) is denied: its SPKI is
 // listed, its serial is revoked by the issuer that follows it in the chain, or,
 // with [RefuseAll], a CRL of that issuer is stale. A nil List, or an empty chain,
-// denies nothing. Check allocates nothing when nothing is denied.
+// denies nothing. Its cost is a few hashes and map lookups per certificate of the
+// chain, whatever the size of the list (BenchmarkDenyListHandshake).
 func (l *List) Check(chain []*x509.Certificate) error {
 	if l == nil || len(chain) == 0 {
 		return nil
