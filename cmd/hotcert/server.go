@@ -22,7 +22,6 @@ import (
 	"github.com/hotcert/hotcert/jwtkeys/jwtfile"
 	"github.com/hotcert/hotcert/jwtkeys/jwtmetrics"
 	"github.com/hotcert/hotcert/metrics"
-	"github.com/hotcert/hotcert/revocation"
 	"github.com/hotcert/hotcert/source/file"
 )
 
@@ -49,8 +48,7 @@ type serverFlags struct {
 	pollInterval, settle      time.Duration
 	metricsPrefix, metricsLbl string
 
-	denyList, crlFile string
-	staleCRLPolicy    string
+	deny denyListFlags
 
 	jwtKeyDir              string
 	jwtMaxTTL, jwtTokenTTL time.Duration
@@ -120,9 +118,7 @@ docs/jwt-keys.md describes the rotation procedure.`,
 	fl.DurationVar(&f.maxConnGrace, "max-connection-age-grace", 0, "how long streams may outlive --max-connection-age before the connection is cut (0: unbounded)")
 	fl.DurationVar(&f.drainWindow, "drain-window", defaultDrainWindow, "after a certificate rotation, move agents onto it: each connection gets a GOAWAY at a random time within this window, N agents reconnect at about N/window per second (0: connections keep the old certificate until they close)")
 	fl.DurationVar(&f.drainGrace, "drain-grace", 30*time.Second, "how long in-flight RPCs of a drained connection may run")
-	fl.StringVar(&f.denyList, "deny-list", "", "with --ca-file: refuse, and disconnect at once, agents whose certificate this deny-list file revokes (serial and spki lines; re-read like the certificate)")
-	fl.StringVar(&f.crlFile, "crl-file", "", "with --ca-file: refuse, and disconnect at once, agents whose certificate these CRLs revoke (PEM or DER; each signed by a CA of --ca-file)")
-	fl.StringVar(&f.staleCRLPolicy, "stale-crl-policy", "keep-enforcing", "once a CRL passes its NextUpdate: keep-enforcing (its entries stay refused, others get in) or refuse-all (every agent of its issuer is refused and cut)")
+	f.deny.register(fl, "with --ca-file: refuse, and disconnect at once, agents whose certificate")
 	fl.BoolVar(&f.cutUntrusted, "cut-untrusted", false, "with --ca-file: disconnect agents whose certificate no longer verifies after the bundle changes")
 	fl.BoolVar(&f.trustGuard, "trust-guard", true, "hold a new certificate back while connected agents do not trust its issuer (they report their bundle); the previous one keeps serving (--trust-guard=false: serve every new certificate at once)")
 	fl.DurationVar(&f.trustGuardMargin, "trust-guard-margin", controlplane.DefaultTrustGuardMargin, "with --trust-guard: serve a held certificate anyway once the previous one expires within this margin")
@@ -275,25 +271,14 @@ func serverKeySet(ctx context.Context, f *serverFlags, reg *prometheus.Registry,
 // denyListConfig sets cfg's deny list from --deny-list, --crl-file and
 // --stale-crl-policy.
 func (f *serverFlags) denyListConfig(cfg *controlplane.Config, log *slog.Logger) error {
-	switch f.staleCRLPolicy {
-	case revocation.KeepEnforcing.String():
-		cfg.StaleCRLPolicy = revocation.KeepEnforcing
-	case revocation.RefuseAll.String():
-		cfg.StaleCRLPolicy = revocation.RefuseAll
-	default:
-		return fmt.Errorf("--stale-crl-policy %q: want keep-enforcing or refuse-all", f.staleCRLPolicy)
-	}
-	if f.denyList == "" && f.crlFile == "" {
-		return nil
-	}
-	if f.caFile == "" {
-		return errors.New("--deny-list and --crl-file need --ca-file: they revoke client certificates, which only mTLS asks for")
-	}
-	src, err := revocation.Files(f.denyList, f.crlFile, file.WithLogger(log))
+	src, policy, err := f.deny.source(log)
 	if err != nil {
 		return err
 	}
-	cfg.DenyList = src
+	if src != nil && f.caFile == "" {
+		return errors.New("--deny-list and --crl-file need --ca-file: they revoke client certificates, which only mTLS asks for")
+	}
+	cfg.DenyList, cfg.StaleCRLPolicy = src, policy
 	return nil
 }
 
@@ -333,7 +318,7 @@ func keySource(keyDir string, log *slog.Logger) (jwtkeys.Source, error) {
 
 // fileFlags maps the files the flags name to the flags, for inUserTerms.
 func (f *serverFlags) fileFlags() flagFiles {
-	return fileFlags("--cert-file", f.certFile, "--key-file", f.keyFile, "--ca-file", f.caFile, "--deny-list", f.denyList, "--crl-file", f.crlFile)
+	return fileFlags("--cert-file", f.certFile, "--key-file", f.keyFile, "--ca-file", f.caFile, "--deny-list", f.deny.list, "--crl-file", f.deny.crl)
 }
 
 // metricsOptions name the TLS and JWT metrics as the flags say.

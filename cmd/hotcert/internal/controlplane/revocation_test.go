@@ -39,7 +39,11 @@ type denyVolume struct{ *hotcerttest.AtomicWriter }
 
 func (v denyVolume) write(t *testing.T, list string, crl []byte) {
 	t.Helper()
-	if _, err := v.Write(map[string][]byte{"deny.list": []byte(list), "ca.crl": crl}); err != nil {
+	files := map[string][]byte{"deny.list": []byte(list)}
+	if crl != nil {
+		files["ca.crl"] = crl
+	}
+	if _, err := v.Write(files); err != nil {
 		t.Fatal(err)
 	}
 }
