@@ -52,6 +52,15 @@ func (c *conn) Close() error {
 	return err
 }
 
+// cut closes the connection at once; false if it was already being drained.
+func (c *conn) cut() bool {
+	if !c.markDraining() {
+		return false
+	}
+	c.Close()
+	return true
+}
+
 // markDraining returns false if the connection was already being drained.
 func (c *conn) markDraining() bool {
 	c.mu.Lock()

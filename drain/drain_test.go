@@ -323,7 +323,7 @@ func TestTrustChangeCutsOnlyPeersNoLongerTrusted(t *testing.T) {
 		t.Errorf("the cut line does not name the component with the metrics' label name:\n%s", logs)
 	}
 	if err := promtest.GatherAndCompare(reg, strings.NewReader(`
-# HELP dexaflow_tls_connections_cut_total Connections closed because their peer certificate no longer verifies against the client-CA bundle.
+# HELP dexaflow_tls_connections_cut_total Connections closed because their peer certificate is no longer acceptable: it no longer verifies against the client-CA bundle, or it is revoked.
 # TYPE dexaflow_tls_connections_cut_total counter
 dexaflow_tls_connections_cut_total{listener="agent_grpc"} 1
 `), "dexaflow_tls_connections_cut_total"); err != nil {

@@ -33,12 +33,13 @@ type httpConn struct {
 	c        net.Conn
 	identity *hotcert.Material // material current when the connection was accepted
 
-	mu     sync.Mutex
-	state  http.ConnState
-	peer   []*x509.Certificate
-	h2     bool // the connection negotiated HTTP/2
-	stale  bool
-	prompt bool // stale because its peer is no longer trusted: close as soon as idle
+	mu      sync.Mutex
+	state   http.ConnState
+	peer    []*x509.Certificate
+	h2      bool // the connection negotiated HTTP/2
+	stale   bool
+	prompt  bool // stale because its peer is no longer trusted: close as soon as idle
+	cutDone bool // closed by the revocation cut
 }
 
 // h2IdleClose is how long a stale HTTP/2 connection that just went idle stays open
@@ -59,7 +60,8 @@ func NewHTTPServer(opts ...Option) *HTTPServer {
 	}
 	h := &HTTPServer{cfg: cfg, conns: map[net.Conn]*httpConn{}, timers: map[*time.Timer]struct{}{}}
 	p := &policy{cfg: &h.cfg, conns: h.targets, after: h.after,
-		drain: func(t target, prompt bool) bool { return h.markStale(t.(*httpConn), prompt) }}
+		drain: func(t target, prompt bool) bool { return h.markStale(t.(*httpConn), prompt) },
+		cut:   func(t target) bool { return h.cut(t.(*httpConn)) }}
 	h.unsubs = p.subscribe()
 	return h
 }
@@ -106,7 +108,7 @@ func (h *HTTPServer) Wrap(srv *http.Server) {
 			hc.mu.Lock()
 			stale := hc.stale
 			if hc.peer == nil && r.TLS != nil {
-				hc.peer = r.TLS.PeerCertificates
+				hc.peer = peerChainOf(*r.TLS)
 			}
 			hc.mu.Unlock()
 			if stale {
@@ -132,7 +134,7 @@ func (h *HTTPServer) connState(c net.Conn, st http.ConnState) {
 	if hc.peer == nil && (st == http.StateActive || st == http.StateIdle) {
 		if tc, ok := c.(*tls.Conn); ok {
 			cs := tc.ConnectionState()
-			hc.peer, hc.h2 = cs.PeerCertificates, cs.NegotiatedProtocol == "h2"
+			hc.peer, hc.h2 = peerChainOf(cs), cs.NegotiatedProtocol == "h2"
 		}
 	}
 	wentIdle, h2, prompt := hc.stale && st == http.StateIdle, hc.h2, hc.prompt

@@ -8,10 +8,11 @@ type Observer interface {
 	// connections established under the previous certificate.
 	ObserveDrainStarted(component string)
 	// ObserveDrained is called once per connection sent a GOAWAY, with the reason:
-	// "identity" (a new certificate) or "trust" (its peer is no longer trusted).
+	// "identity" (a new certificate), "trust" (its peer is no longer trusted) or
+	// "revoked" (its peer is on the deny list; the connection is closed, no GOAWAY).
 	ObserveDrained(component, reason string)
-	// ObserveCut is called once per connection drained because its peer
-	// certificate no longer verifies, after ObserveDrained with reason "trust".
+	// ObserveCut is called once per connection cut because its peer is no longer
+	// acceptable, after ObserveDrained with reason "trust" or "revoked".
 	ObserveCut(component string)
 }
 

@@ -30,6 +30,7 @@ type config struct {
 	identity  Provider
 	window    time.Duration
 	trust     Provider
+	deny      DenyList // the revocation cut (revocation.go)
 	grace     time.Duration
 	logger    *slog.Logger
 	observer  Observer

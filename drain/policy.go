@@ -33,6 +33,8 @@ type policy struct {
 	// because its peer is no longer trusted (prompt true). It returns false when t
 	// is already being drained.
 	drain func(t target, prompt bool) bool
+	// cut closes t at once (its peer is revoked); false when t is already going.
+	cut func(t target) bool
 }
 
 // subscribe follows the providers the options name; it returns the unsubscribers.
@@ -44,7 +46,7 @@ func (p *policy) subscribe() []func() {
 	if p.cfg.trust != nil {
 		unsubs = append(unsubs, p.cfg.trust.Subscribe(p.trustChanged))
 	}
-	return unsubs
+	return append(unsubs, p.subscribeDeny()...)
 }
 
 // identityChanged schedules the drain of every connection established under a

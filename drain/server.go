@@ -44,7 +44,8 @@ func NewServer(creds credentials.TransportCredentials, newServer NewGRPCServer, 
 		conns: map[*conn]*grpc.Server{}, listeners: map[net.Listener]struct{}{}, timers: map[*time.Timer]struct{}{},
 	}
 	p := &policy{cfg: &s.cfg, conns: s.targets, after: s.after,
-		drain: func(t target, _ bool) bool { return s.drainConn(t.(*conn)) }} // a GOAWAY either way
+		drain: func(t target, _ bool) bool { return s.drainConn(t.(*conn)) }, // a GOAWAY either way
+		cut:   func(t target) bool { return t.(*conn).cut() }}
 	s.unsubs = p.subscribe()
 	return s
 }

@@ -18,8 +18,8 @@ type Drain struct {
 // a process passes to [New], so one prefix and one label name cover every series:
 //
 //	hotcert_tls_drains_started_total{component}            rotations that started a drain
-//	hotcert_tls_connections_drained_total{component,reason} connections sent a GOAWAY (reason identity|trust)
-//	hotcert_tls_connections_cut_total{component}            connections drained because their peer is no longer trusted
+//	hotcert_tls_connections_drained_total{component,reason} connections drained (reason identity|trust|revoked)
+//	hotcert_tls_connections_cut_total{component}            connections cut because their peer is no longer trusted or is revoked
 func NewDrain(reg prometheus.Registerer, opts ...Option) (*Drain, error) {
 	n, err := NewNaming(opts...)
 	if err != nil {
@@ -29,9 +29,9 @@ func NewDrain(reg prometheus.Registerer, opts ...Option) (*Drain, error) {
 		started: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n.Name("tls_drains_started_total"),
 			Help: "Rotations that started draining connections opened under the previous certificate."}, []string{n.label}),
 		drained: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n.Name("tls_connections_drained_total"),
-			Help: "Connections asked to reconnect (GOAWAY), by reason: identity (new certificate) or trust (peer no longer trusted)."}, []string{n.label, "reason"}),
+			Help: "Connections asked to reconnect (GOAWAY), or closed, by reason: identity (new certificate), trust (peer no longer trusted) or revoked (peer on the deny list)."}, []string{n.label, "reason"}),
 		cuts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n.Name("tls_connections_cut_total"),
-			Help: "Connections closed because their peer certificate no longer verifies against the client-CA bundle."}, []string{n.label}),
+			Help: "Connections closed because their peer certificate is no longer acceptable: it no longer verifies against the client-CA bundle, or it is revoked."}, []string{n.label}),
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{d.started, d.drained, d.cuts} {

@@ -109,7 +109,11 @@ func (c *client) verifyConnection(cs tls.ConnectionState) error {
 	if _, tr := current(c.identity, c.trust); tr.HasTrust() {
 		roots = tr.TrustPool()
 	}
-	if err := verifyChain(cs.PeerCertificates, roots, name, serverAuth, now(c.time)); err != nil {
+	chains, err := verifyChain(cs.PeerCertificates, roots, name, serverAuth, now(c.time))
+	if err != nil {
+		return err
+	}
+	if err := checkDenied(c.settings.deny, chains, cs.DidResume); err != nil {
 		return err
 	}
 	if c.next != nil {

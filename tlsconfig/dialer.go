@@ -135,7 +135,7 @@ func (d *Dialer) build(id, tr *hotcert.Material) (*tls.Config, error) {
 		cfg.GetClientCertificate = nil
 	}
 	if !cfg.InsecureSkipVerify {
-		rc := &resumptionCheck{roots: cfg.RootCAs, usages: serverAuth, time: cfg.Time, next: cfg.VerifyConnection}
+		rc := &resumptionCheck{roots: cfg.RootCAs, usages: serverAuth, time: cfg.Time, deny: d.settings.deny, next: cfg.VerifyConnection}
 		cfg.VerifyConnection = rc.verify
 	}
 	return cfg, nil

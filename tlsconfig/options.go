@@ -29,6 +29,7 @@ type settings struct {
 	serverName string
 	nextProtos []string
 	reloaders  []Reloadable
+	deny       DenyList
 }
 
 func newSettings(opts []Option) settings {

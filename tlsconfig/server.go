@@ -55,6 +55,7 @@ func hookServer(cfg *tls.Config, p hotcert.Provider, s *settings) {
 	tmpl := cfg.Clone()
 	resetServerHooks(tmpl)
 	srv := newServer(p, s.trust, tmpl, cfg)
+	srv.deny = s.deny
 	resetServerHooks(cfg)
 	cfg.GetConfigForClient = srv.configForClient
 }
@@ -74,6 +75,7 @@ type server struct {
 	trust    hotcert.Provider // nil: the identity provider's bundle
 	tmpl     *tls.Config
 	outer    *tls.Config // the hooked config, whose session ticket keys seal tickets
+	deny     DenyList    // nil: no deny list
 	cache    configCache
 }
 
@@ -106,7 +108,7 @@ func (s *server) build(id, tr *hotcert.Material) (*tls.Config, error) {
 			// crypto/tls would verify against the system roots: fail closed instead.
 			return nil, errors.New("tlsconfig: client certificates must be verified but there is no CA bundle (" + describe(tr) + ")")
 		}
-		rc := &resumptionCheck{roots: cfg.ClientCAs, usages: clientAuth, time: cfg.Time, next: cfg.VerifyConnection}
+		rc := &resumptionCheck{roots: cfg.ClientCAs, usages: clientAuth, time: cfg.Time, deny: s.deny, next: cfg.VerifyConnection}
 		cfg.VerifyConnection = rc.verify
 	}
 	return cfg, nil

@@ -23,18 +23,19 @@ var (
 // client certificate), usages the required extended key usages, now the time
 // (zero: time.Now). The error wraps the x509 error in a tls.CertificateVerificationError,
 // as crypto/tls returns it.
-func verifyChain(certs []*x509.Certificate, roots *x509.CertPool, name string, usages []x509.ExtKeyUsage, now time.Time) error {
+func verifyChain(certs []*x509.Certificate, roots *x509.CertPool, name string, usages []x509.ExtKeyUsage, now time.Time) ([][]*x509.Certificate, error) {
 	if len(certs) == 0 {
-		return errors.New("tlsconfig: peer presented no certificate")
+		return nil, errors.New("tlsconfig: peer presented no certificate")
 	}
 	if roots == nil {
-		return errors.New("tlsconfig: no CA bundle to verify the peer certificate against")
+		return nil, errors.New("tlsconfig: no CA bundle to verify the peer certificate against")
 	}
 	opts := x509.VerifyOptions{Roots: roots, CurrentTime: now, DNSName: name, KeyUsages: usages}
-	if _, err := hotcert.VerifyChain(certs, opts); err != nil {
-		return &tls.CertificateVerificationError{UnverifiedCertificates: certs, Err: err}
+	chains, err := hotcert.VerifyChain(certs, opts)
+	if err != nil {
+		return nil, &tls.CertificateVerificationError{UnverifiedCertificates: certs, Err: err}
 	}
-	return nil
+	return chains, nil
 }
 
 // resumptionCheck re-verifies the peer of a resumed session against the trust of
@@ -43,18 +44,27 @@ func verifyChain(certs []*x509.Certificate, roots *x509.CertPool, name string, u
 // chain of the handshake that created it, possibly under a CA that is gone since
 // (cf. CVE-2025-68121, golang/go#77217); Go 1.26 already skips such sessions, and
 // this check makes sure of it whatever the standard library does.
+//
+// It also refuses, on every handshake, full and resumed, a peer the deny list
+// (WithDenyList) names.
 type resumptionCheck struct {
 	roots  *x509.CertPool
 	usages []x509.ExtKeyUsage
 	time   func() time.Time
+	deny   DenyList
 	next   func(tls.ConnectionState) error
 }
 
 func (r *resumptionCheck) verify(cs tls.ConnectionState) error {
+	chains := cs.VerifiedChains
 	if cs.DidResume && len(cs.PeerCertificates) > 0 {
-		if err := verifyChain(cs.PeerCertificates, r.roots, "", r.usages, now(r.time)); err != nil {
+		var err error
+		if chains, err = verifyChain(cs.PeerCertificates, r.roots, "", r.usages, now(r.time)); err != nil {
 			return fmt.Errorf("tlsconfig: resumed session refused, its peer no longer verifies against the current CA bundle: %w", err)
 		}
+	}
+	if err := checkDenied(r.deny, chains, cs.DidResume); err != nil {
+		return err
 	}
 	if r.next != nil {
 		return r.next(cs)

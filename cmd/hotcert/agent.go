@@ -23,6 +23,7 @@ type agentFlags struct {
 	metricsPrefix string
 	metricsLabel  string
 	revokedCAs    []string
+	deny          denyListFlags
 }
 
 func newAgentCommand(g *globals) *cobra.Command {
@@ -33,6 +34,12 @@ func newAgentCommand(g *globals) *cobra.Command {
 		Long: `Run hotcert's reference agent. It keeps one bidirectional gRPC stream open
 to the control plane (register, heartbeat, receive work) and reconnects with
 jittered backoff when it drops.
+
+--deny-list and --crl-file (CRLs signed by a CA of --ca-file) revoke control plane
+certificates: a handshake with a revoked one is refused, resumptions included, and a
+list that revokes the certificate the open connection was made with closes it. The
+list is read like ca.crt and its version is in the agent's reports
+(docs/revocation.md).
 
 ca.crt is re-read on every connection, the first and every reconnect, and may hold
 several CAs: a three-step CA rotation with a union bundle never fails a handshake.
@@ -72,6 +79,7 @@ A refused token fails the attempt with reason "unauthenticated" and backs off.`,
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", "", "serve /metrics and /healthz on this address (off when empty)")
 	fl.BoolVar(&c.TrustGuard, "trust-guard", false, "keep trusting the CA that issued the leaf the control plane serves after the bundle drops it, until the control plane serves a leaf from a CA the bundle keeps (at most --trust-guard-max; off by default: it trusts a CA the bundle no longer holds)")
 	fl.DurationVar(&c.TrustGuardMax, "trust-guard-max", agent.DefaultTrustGuardMax, "with --trust-guard: longest time a CA removed from the bundle stays trusted")
+	f.deny.register(fl, "refuse, and disconnect from, a control plane whose certificate")
 	fl.StringSliceVar(&f.revokedCAs, "revoked-ca", nil, "with --trust-guard: SHA-256 fingerprint of a CA never kept after removal (repeatable, or comma-separated)")
 	fl.StringVar(&f.metricsPrefix, "metrics-prefix", "hotcert", "prefix of the TLS reload metrics")
 	fl.StringVar(&f.metricsLabel, "metrics-component-label", "component", "label carrying the component in the TLS reload metrics")
@@ -106,6 +114,9 @@ func runAgent(ctx context.Context, g *globals, f *agentFlags) error {
 		}
 		cfg.RevokedCAs = append(cfg.RevokedCAs, fp)
 	}
+	if cfg.DenyList, cfg.StaleCRLPolicy, err = f.deny.source(log); err != nil {
+		return err
+	}
 	if f.tokenFile != "" {
 		cfg.Token = jwtkeys.NewFileTokenSource(f.tokenFile)
 		if _, err := cfg.Token.Token(ctx); err != nil {
@@ -122,7 +133,7 @@ func runAgent(ctx context.Context, g *globals, f *agentFlags) error {
 	cfg.Registerer = reg
 	a, err := agent.New(cfg)
 	if err != nil {
-		return inUserTerms(err, fileFlags("--ca-file", cfg.CAFile, "--cert-file", cfg.CertFile, "--key-file", cfg.KeyFile))
+		return inUserTerms(err, fileFlags("--ca-file", cfg.CAFile, "--cert-file", cfg.CertFile, "--key-file", cfg.KeyFile, "--deny-list", f.deny.list, "--crl-file", f.deny.crl))
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

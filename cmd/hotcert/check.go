@@ -22,6 +22,8 @@ func newCheckCommand(g *globals) *cobra.Command {
 		opts      inspect.FilesOptions
 		output    string
 		jwtKeyDir string
+		denyList  string
+		crlFile   string
 	)
 	cmd := &cobra.Command{
 		Use:   "check --cert-file F --key-file F [--ca-file F] [-o json] | check --jwt-key-dir DIR [-o json]",
@@ -43,10 +45,16 @@ or ConfigMap changes: check prints a warning for it (never_updated in -o json).
 With --jwt-key-dir it validates an agent-token key directory (signing.key and
 optional verify.pem, or hs256.keys) with jwtkeys.Validate, as "hotcert server
 --jwt-key-dir" would before using it, and prints the key that signs and every key
-that verifies (kids and algorithms, never key material).`,
+that verifies (kids and algorithms, never key material).
+
+With --deny-list and/or --crl-file it validates a deny list as "hotcert server
+--deny-list/--crl-file" would before enforcing it: every line parses, every CRL
+parses, its signature verifies against the CA of --ca-file that issued it, and its
+NextUpdate has not passed. It prints the version and the entries (docs/revocation.md).`,
 		Example: `  hotcert check --cert-file /tls/tls.crt --key-file /tls/tls.key
   hotcert check --ca-file /etc/agent-ca/ca.crt -o json
-  hotcert check --jwt-key-dir /etc/agent-token-keys`,
+  hotcert check --jwt-key-dir /etc/agent-token-keys
+  hotcert check --deny-list /etc/revoked/deny.list --crl-file /etc/revoked/ca.crl --ca-file /etc/client-ca/ca.crt`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			asJSON, err := outputFormat(output)
@@ -55,6 +63,12 @@ that verifies (kids and algorithms, never key material).`,
 			}
 			if _, err := g.logger(); err != nil {
 				return err
+			}
+			if denyList != "" || crlFile != "" {
+				if opts.CertFile != "" || opts.KeyFile != "" || jwtKeyDir != "" {
+					return errors.New("check a deny list (--deny-list, --crl-file with its --ca-file) on its own, not with --cert-file, --key-file or --jwt-key-dir")
+				}
+				return checkDenyList(cmd.Context(), g, denyList, crlFile, opts.CAFile, asJSON)
 			}
 			if jwtKeyDir != "" {
 				if opts.CertFile != "" || opts.KeyFile != "" || opts.CAFile != "" {
@@ -92,6 +106,8 @@ that verifies (kids and algorithms, never key material).`,
 	fl.StringVar(&opts.KeyFile, "key-file", "", "private key file (PEM)")
 	fl.StringVar(&opts.CAFile, "ca-file", "", "CA bundle file (one or more PEM CA certificates)")
 	fl.StringVar(&jwtKeyDir, "jwt-key-dir", "", "validate this agent-token key directory (signing.key [+ verify.pem], or hs256.keys) instead")
+	fl.StringVar(&denyList, "deny-list", "", "validate this deny-list file (serial and spki lines; docs/revocation.md) instead")
+	fl.StringVar(&crlFile, "crl-file", "", "validate this CRL file (PEM or DER), its signature against --ca-file, instead")
 	fl.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	cli.Alias(fl, "cert-file", "cert")
 	cli.Alias(fl, "key-file", "key")

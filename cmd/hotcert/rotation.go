@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -29,6 +30,7 @@ func newRotationStatusCommand(g *globals) *cobra.Command {
 		slicesFile         string
 		portName           string
 		wait               rotation.WaitOptions
+		revokedSerial      string
 	)
 	cmd := &cobra.Command{
 		Use:   "status --replica HOST:PORT... (--status-url URL... | --status-port P) --old-ca-file F --new-ca-file F [--wait STEP --timeout D] [-o json]",
@@ -88,6 +90,9 @@ restarted replica no longer lists still counts as departed. See docs/rotation.md
 			if opts.Replicas, err = rotation.ReplicasFrom(addrs, statusURLs, statusPort); err != nil {
 				return err
 			}
+			if revokedSerial != "" {
+				return runRevocationStatus(cmd.Context(), g, opts, revokedSerial, wait.Step, asJSON)
+			}
 			return runRotationStatus(cmd.Context(), g, opts, wait, asJSON)
 		},
 	}
@@ -105,6 +110,7 @@ restarted replica no longer lists still counts as departed. See docs/rotation.md
 	fl.StringVar(&wait.Step, "wait", "", "wait until this step is safe (add-new-ca, switch-server-cert or remove-old-ca), or until the rotation is complete (complete)")
 	fl.DurationVar(&wait.Timeout, "timeout", 10*time.Minute, "with --wait, give up after this long")
 	fl.DurationVar(&wait.Interval, "interval", 2*time.Second, "with --wait, look again this often")
+	fl.StringVar(&revokedSerial, "revoked-serial", "", "instead of a CA rotation, say whether every replica refuses this serial (hex) and no connection of it is left (exit 1 otherwise; docs/revocation.md)")
 	fl.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
 }
@@ -130,6 +136,32 @@ func runRotationStatus(ctx context.Context, g *globals, opts rotation.Options, w
 		return reported(verr)
 	}
 	if err := rotation.WriteText(g.stdout, rep); err != nil {
+		return err
+	}
+	return verr
+}
+
+// runRevocationStatus prints whether every replica refuses serial with no
+// connection of it left, and exits non-zero when not.
+func runRevocationStatus(ctx context.Context, g *globals, opts rotation.Options, serial, waitStep string, asJSON bool) error {
+	if opts.OldCAFile != "" || opts.NewCAFile != "" || waitStep != "" {
+		return errors.New("--revoked-serial asks about a revocation, not a CA rotation: drop --old-ca-file, --new-ca-file and --wait")
+	}
+	rep, err := rotation.CheckRevocation(ctx, opts, serial)
+	if err != nil {
+		return err
+	}
+	var verr error
+	if !rep.Done {
+		verr = errors.New(rep.Summary)
+	}
+	if asJSON {
+		if err := writeJSON(g.stdout, rep); err != nil {
+			return err
+		}
+		return reported(verr)
+	}
+	if err := rotation.WriteRevocationText(g.stdout, rep); err != nil {
 		return err
 	}
 	return verr

@@ -48,6 +48,8 @@ type serverFlags struct {
 	pollInterval, settle      time.Duration
 	metricsPrefix, metricsLbl string
 
+	deny denyListFlags
+
 	jwtKeyDir              string
 	jwtMaxTTL, jwtTokenTTL time.Duration
 	jwtGrace, jwtClockSkew time.Duration
@@ -82,6 +84,15 @@ The pair comes from files: in Kubernetes, a mounted Secret volume, whose updates
 the kubelet writes with an atomic ..data swap. (A program that reads the Secret
 through the API uses the library's source/kube instead; docs/kubernetes-sources.md.)
 
+With --ca-file, --deny-list and --crl-file (e.g. a mounted ConfigMap) revoke agent
+certificates: by serial per issuer, by SPKI hash, by CRL (signed by a CA of
+--ca-file, NextUpdate honoured, --stale-crl-policy). Every handshake, resumed ones
+too, refuses a revoked agent, and a list that adds one closes its open connections
+at once while every other stays up. The lists are re-read like the certificate: a
+list that does not validate is refused once ("deny list reload failed") and the last
+good one stays. /healthz?revoked_serial=HEX says whether the replica refuses a
+serial and whether a connection of it is left (docs/revocation.md).
+
 With --jwt-key-dir (a key directory: signing.key and optional verify.pem, e.g. a
 mounted Secret), agents must present a bearer JWT issued
 to their agent id and signed by a key the set accepts; a stream without one fails
@@ -107,6 +118,7 @@ docs/jwt-keys.md describes the rotation procedure.`,
 	fl.DurationVar(&f.maxConnGrace, "max-connection-age-grace", 0, "how long streams may outlive --max-connection-age before the connection is cut (0: unbounded)")
 	fl.DurationVar(&f.drainWindow, "drain-window", defaultDrainWindow, "after a certificate rotation, move agents onto it: each connection gets a GOAWAY at a random time within this window, N agents reconnect at about N/window per second (0: connections keep the old certificate until they close)")
 	fl.DurationVar(&f.drainGrace, "drain-grace", 30*time.Second, "how long in-flight RPCs of a drained connection may run")
+	f.deny.register(fl, "with --ca-file: refuse, and disconnect at once, agents whose certificate")
 	fl.BoolVar(&f.cutUntrusted, "cut-untrusted", false, "with --ca-file: disconnect agents whose certificate no longer verifies after the bundle changes")
 	fl.BoolVar(&f.trustGuard, "trust-guard", true, "hold a new certificate back while connected agents do not trust its issuer (they report their bundle); the previous one keeps serving (--trust-guard=false: serve every new certificate at once)")
 	fl.DurationVar(&f.trustGuardMargin, "trust-guard-margin", controlplane.DefaultTrustGuardMargin, "with --trust-guard: serve a held certificate anyway once the previous one expires within this margin")
@@ -165,6 +177,9 @@ func runServer(ctx context.Context, g *globals, f *serverFlags) error {
 		if cfg.ClientCA, err = file.New(file.WithCA(f.caFile), file.WithLogger(log)); err != nil {
 			return err
 		}
+	}
+	if err := f.denyListConfig(&cfg, log); err != nil {
+		return err
 	}
 	reg := newProcessRegistry()
 	cfg.Registerer = reg
@@ -253,6 +268,20 @@ func serverKeySet(ctx context.Context, f *serverFlags, reg *prometheus.Registry,
 	return ks, func() { ks.Close(); <-done }, nil
 }
 
+// denyListConfig sets cfg's deny list from --deny-list, --crl-file and
+// --stale-crl-policy.
+func (f *serverFlags) denyListConfig(cfg *controlplane.Config, log *slog.Logger) error {
+	src, policy, err := f.deny.source(log)
+	if err != nil {
+		return err
+	}
+	if src != nil && f.caFile == "" {
+		return errors.New("--deny-list and --crl-file need --ca-file: they revoke client certificates, which only mTLS asks for")
+	}
+	cfg.DenyList, cfg.StaleCRLPolicy = src, policy
+	return nil
+}
+
 // serverSource returns the certificate source the flags describe.
 func serverSource(f *serverFlags, log *slog.Logger) (hotcert.Source, error) {
 	if f.certFile == "" || f.keyFile == "" {
@@ -289,7 +318,7 @@ func keySource(keyDir string, log *slog.Logger) (jwtkeys.Source, error) {
 
 // fileFlags maps the files the flags name to the flags, for inUserTerms.
 func (f *serverFlags) fileFlags() flagFiles {
-	return fileFlags("--cert-file", f.certFile, "--key-file", f.keyFile, "--ca-file", f.caFile)
+	return fileFlags("--cert-file", f.certFile, "--key-file", f.keyFile, "--ca-file", f.caFile, "--deny-list", f.deny.list, "--crl-file", f.deny.crl)
 }
 
 // metricsOptions name the TLS and JWT metrics as the flags say.

@@ -22,6 +22,7 @@ package agent
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -45,6 +46,7 @@ import (
 	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/jwtkeys/jwtgrpc"
 	"github.com/hotcert/hotcert/metrics"
+	"github.com/hotcert/hotcert/revocation"
 	"github.com/hotcert/hotcert/source/file"
 	"github.com/hotcert/hotcert/tlsconfig"
 )
@@ -53,21 +55,23 @@ const bufferSize = 4 << 10
 
 // Agent is one reference agent. Create it with New, run it with Run.
 type Agent struct {
-	cfg       Config
-	log       *slog.Logger
-	ca        *hotcert.Reloader
-	trust     hotcert.Provider  // what connections verify the control plane with: ca, or guard
-	guard     *trustGuard       // nil without Config.TrustGuard
-	identity  *hotcert.Reloader // client certificate, or nil
-	target    string
-	dialOpts  []grpc.DialOption
-	ccMu      sync.Mutex
-	cc        *grpc.ClientConn         // replaced after a failed attempt (see redial); nil once closed
-	conn      atomic.Pointer[net.Conn] // the last handshaken connection
-	rotated   atomic.Bool              // the current session ends for a client-certificate rotation
-	token     *jwtkeys.HeldTokenSource // nil without Config.Token
-	running   atomic.Bool
-	closeOnce sync.Once
+	cfg         Config
+	log         *slog.Logger
+	ca          *hotcert.Reloader
+	trust       hotcert.Provider  // what connections verify the control plane with: ca, or guard
+	guard       *trustGuard       // nil without Config.TrustGuard
+	identity    *hotcert.Reloader // client certificate, or nil
+	target      string
+	dialOpts    []grpc.DialOption
+	ccMu        sync.Mutex
+	cc          *grpc.ClientConn                    // replaced after a failed attempt (see redial); nil once closed
+	conn        atomic.Pointer[net.Conn]            // the last handshaken connection
+	deny        *revocation.Reloader                // nil without Config.DenyList
+	serverChain atomic.Pointer[[]*x509.Certificate] // the verified chain of the last handshake
+	rotated     atomic.Bool                         // the current session ends for a client-certificate rotation
+	token       *jwtkeys.HeldTokenSource            // nil without Config.Token
+	running     atomic.Bool
+	closeOnce   sync.Once
 
 	c counters
 }
@@ -123,6 +127,15 @@ func New(cfg Config) (*Agent, error) {
 	}
 	provider := a.trust
 	opts := []tlsconfig.Option{tlsconfig.WithReloadOnDial(a.ca)}
+	if err := a.loadDenyList(); err != nil {
+		return nil, err
+	}
+	if a.deny != nil {
+		opts = append(opts, tlsconfig.WithDenyList(a.deny))
+		if !cfg.Watch {
+			opts = append(opts, tlsconfig.WithReloadOnDial(a.deny))
+		}
+	}
 	if cfg.CertFile != "" {
 		idSrc, err := file.New(file.WithKeyPair(cfg.CertFile, cfg.KeyFile), file.WithLogger(a.log))
 		if err != nil {
@@ -242,6 +255,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		for _, r := range a.reloaders() {
 			wg.Go(func() { _ = r.Start(ctx) })
 		}
+	}
+	if a.deny != nil {
+		wg.Go(func() { a.followDenyList(ctx) })
 	}
 	if a.identity != nil && a.cfg.ReconnectOnCertChange > 0 {
 		if !a.cfg.Watch {

@@ -17,6 +17,7 @@ import (
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/metrics"
+	"github.com/hotcert/hotcert/revocation"
 )
 
 // Components (metrics label, log attribute) of the agent's TLS material.
@@ -107,6 +108,14 @@ type Config struct {
 	// TrustGuardMax bounds how long a removed CA stays trusted (default
 	// DefaultTrustGuardMax), counted from the read that first lacked it.
 	TrustGuardMax time.Duration
+	// DenyList, if set, refuses a control plane whose certificate it revokes
+	// (package revocation: serials per issuer, SPKI hashes, CRLs checked against the
+	// CA bundle), at every handshake, and drops the connection when a new list
+	// revokes the certificate it was opened with. It is read like the CA bundle
+	// (on every dial, or watched with Watch); its version is in the agent's reports.
+	DenyList revocation.Source
+	// StaleCRLPolicy is what a CRL of DenyList does once its NextUpdate passes.
+	StaleCRLPolicy revocation.StalePolicy
 	// RevokedCAs are CAs (SHA-256 fingerprints) the trust guard never keeps.
 	RevokedCAs []hotcert.Fingerprint
 	// Clock is what TrustGuardMax is judged by (default time.Now).

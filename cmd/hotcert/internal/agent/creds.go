@@ -26,6 +26,13 @@ func (c *observedCreds) ClientHandshake(ctx context.Context, authority string, r
 		return nil, nil, err
 	}
 	c.a.c.handshakes.Add(1)
+	if ti, ok := info.(credentials.TLSInfo); ok {
+		chain := ti.State.PeerCertificates
+		if len(ti.State.VerifiedChains) > 0 {
+			chain = ti.State.VerifiedChains[0]
+		}
+		c.a.setServerChain(chain)
+	}
 	if g := c.a.guard; g != nil {
 		if ti, ok := info.(credentials.TLSInfo); ok {
 			g.handshaken(ti.State)

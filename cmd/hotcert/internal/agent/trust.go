@@ -23,5 +23,8 @@ func (a *Agent) trustReport(ctx context.Context, refresh bool) *agentrpc.TrustRe
 	if a.identity != nil {
 		r.Leaf = a.identity.Current().Summary().Leaf
 	}
+	if a.deny != nil {
+		r.DenyListVersion = a.deny.Current().Version()
+	}
 	return r
 }

@@ -76,6 +76,13 @@ type FleetAgent struct {
 	TrustReading string `json:"trust_reading"`
 	// CAs are the fingerprints (lower-case hex) of the CAs its bundle holds.
 	CAs []string `json:"cas,omitempty"`
+	// PeerSerial is the serial (openssl's format) of the client certificate its
+	// connection's handshake verified: what the replica saw, not what the agent says
+	// (mTLS only).
+	PeerSerial string `json:"peer_serial,omitempty"`
+	// DenyListVersion is the version of the deny list the agent enforces on the
+	// servers it connects to, as it reported it (empty: none, or an older release).
+	DenyListVersion string `json:"deny_list_version,omitempty"`
 	// ClientCert is the client certificate it presents (mTLS only).
 	ClientCert *hotcert.CertificateSummary `json:"client_cert,omitempty"`
 	// ReportedAt is when it last reported (nil: never).

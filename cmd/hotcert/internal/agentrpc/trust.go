@@ -25,6 +25,9 @@ type TrustReport struct {
 	Leaf *hotcert.CertificateSummary `json:"leaf,omitempty"`
 	// PerConnect is true when the agent re-reads its bundle before every connection.
 	PerConnect bool `json:"per_connect"`
+	// DenyListVersion is the version (revocation.List.Version) of the deny list the
+	// agent checks servers against; empty without one.
+	DenyListVersion string `json:"deny_list_version,omitempty"`
 }
 
 const trustField = "trust"

@@ -13,6 +13,7 @@ import (
 	"github.com/hotcert/hotcert/drain"
 	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/metrics"
+	"github.com/hotcert/hotcert/revocation"
 )
 
 // DefaultTokenTTL is the lifetime of the tokens a server hands its agents when
@@ -66,6 +67,16 @@ type Config struct {
 	// certificate no longer verifies against a changed client CA bundle (its CA was
 	// removed, or it expired), with a log line naming the peer.
 	CutUntrusted bool
+	// DenyList, with ClientCA, refuses agents whose client certificate it revokes
+	// (package revocation: serials per issuer, SPKI hashes, CRLs checked against the
+	// client CA bundle) at every handshake, resumptions included, and closes at
+	// once the open connections of a certificate it adds, leaving every other
+	// connection up. It is re-read like the certificate (component
+	// Component+"_deny_list"); a list that does not validate keeps the last good one.
+	DenyList revocation.Source
+	// StaleCRLPolicy is what a CRL of DenyList does once its NextUpdate passes
+	// (default revocation.KeepEnforcing).
+	StaleCRLPolicy revocation.StalePolicy
 	// DrainGrace bounds how long in-flight RPCs of a drained connection may run
 	// (default drain.DefaultGrace).
 	DrainGrace time.Duration
@@ -168,6 +179,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.CutUntrusted && c.ClientCA == nil {
 		return errors.New("controlplane: cutting untrusted peers needs a client CA bundle (mTLS)")
+	}
+	if c.DenyList != nil && c.ClientCA == nil {
+		return errors.New("controlplane: a deny list needs client certificates to check (mTLS, Config.ClientCA)")
 	}
 	if c.DrainGrace <= 0 {
 		c.DrainGrace = drain.DefaultGrace

@@ -85,7 +85,7 @@ func (c *countingCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.Aut
 		return nil, nil, err
 	}
 	c.s.handshakes.Add(1)
-	return conn, info, nil
+	return c.s.peers.track(conn, info), info, nil
 }
 
 func (c *countingCreds) Clone() credentials.TransportCredentials {

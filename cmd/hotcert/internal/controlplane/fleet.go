@@ -65,7 +65,8 @@ func (s *Server) Fleet() agentrpc.Fleet {
 // it reads its bundle and, from its last report, the CAs it holds (each once) and its
 // client certificate. It runs with s.mu held.
 func (s *Server) fleetAgent(sess *session) agentrpc.FleetAgent {
-	a := agentrpc.FleetAgent{ID: sess.info.ID, Remote: sess.info.Remote, Since: sess.info.Since.UTC(), TrustReading: agentrpc.TrustUnknown}
+	a := agentrpc.FleetAgent{ID: sess.info.ID, Remote: sess.info.Remote, Since: sess.info.Since.UTC(), TrustReading: agentrpc.TrustUnknown,
+		PeerSerial: sess.info.ClientSerial}
 	t := sess.trust
 	if t == nil {
 		return a
@@ -75,7 +76,7 @@ func (s *Server) fleetAgent(sess *session) agentrpc.FleetAgent {
 		a.TrustReading = agentrpc.TrustPerConnect
 	}
 	at := sess.reportedAt
-	a.ReportedAt, a.ClientCert = &at, t.Leaf
+	a.ReportedAt, a.ClientCert, a.DenyListVersion = &at, t.Leaf, t.DenyListVersion
 	for _, ca := range t.CAs {
 		if !slices.Contains(a.CAs, ca.SHA256) { // a bundle listing one CA twice trusts it once
 			a.CAs = append(a.CAs, ca.SHA256)

@@ -38,6 +38,8 @@ type Status struct {
 	ClientCAHeld *hotcert.Summary `json:"client_ca_held,omitempty"`
 	// Fleet is what the connected agents trust, as they reported it.
 	Fleet agentrpc.Fleet `json:"fleet"`
+	// DenyList is the deny list the replica enforces (Config.DenyList only).
+	DenyList *agentrpc.DenyListStatus `json:"deny_list,omitempty"`
 }
 
 // TokenStatus describes the key set agent tokens are issued and verified with. It
@@ -101,6 +103,12 @@ func (s *Server) tokenStatus() *TokenStatus {
 
 // Status returns the server's status.
 func (s *Server) Status() Status {
+	st, _ := s.status("")
+	return st
+}
+
+// status is Status, its deny list answering for serial (hex) when not "".
+func (s *Server) status(serial string) (Status, error) {
 	rs := s.cert.Status()
 	served := s.serving.Current() // with the trust guard, possibly not yet rs.Current
 	st := Status{
@@ -127,16 +135,24 @@ func (s *Server) Status() Status {
 		cs := s.clientCA.Current().Summary()
 		st.ClientCAHeld = &cs
 	}
-	return st
+	var err error
+	st.DenyList, err = s.denyListStatus(serial)
+	return st, err
 }
 
 // HealthHandler serves Status as JSON: 200 while a valid certificate is served
 // (even if the last reload of the certificate or of the token keys failed: serving
 // the last good material is fine, the failure counters are what to alert on), 503
-// once the served certificate expired.
+// once the served certificate expired. With ?revoked_serial=HEX the deny list's
+// status says whether this replica refuses that serial and how many of its open
+// connections present it (400 for a serial that is not hex).
 func (s *Server) HealthHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		st := s.Status()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st, err := s.status(r.URL.Query().Get("revoked_serial"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		writeJSON(w, st, st.Healthy)
 	})
 }

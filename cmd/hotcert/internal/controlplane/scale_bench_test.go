@@ -37,6 +37,7 @@ import (
 	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/jwtkeys/jwtfile"
 	"github.com/hotcert/hotcert/jwtkeys/jwtgrpc"
+	"github.com/hotcert/hotcert/revocation"
 	"github.com/hotcert/hotcert/source/file"
 	"github.com/hotcert/hotcert/tlsconfig"
 )
@@ -565,6 +566,11 @@ func scaleServerProcess(t failer) {
 			t.Fatal(err)
 		}
 		cfg := controlplane.Config{TLS: tlsSrc, ClientCA: caSrc, Tokens: ks, TokenTTL: 30 * time.Minute, ShutdownGrace: time.Second}
+		if kind == scaleRevoke {
+			if cfg.DenyList, err = revocation.Files(path("deny/deny.list"), ""); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if kind == scaleDrain {
 			cfg.DrainWindow, cfg.CutUntrusted = time.Minute, true
 			if w := os.Getenv(scaleEnvWindow); w != "" {

@@ -38,6 +38,7 @@ import (
 	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/jwtkeys/jwtgrpc"
 	"github.com/hotcert/hotcert/metrics"
+	"github.com/hotcert/hotcert/revocation"
 	"github.com/hotcert/hotcert/tlsconfig"
 )
 
@@ -46,9 +47,11 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	cert     *hotcert.Reloader
-	clientCA *hotcert.Reloader // nil without mTLS
-	guard    *trustGuard       // nil without Config.TrustGuard
-	serving  drain.Provider    // what handshakes serve: the guard, or the reloader
+	clientCA *hotcert.Reloader    // nil without mTLS
+	deny     *revocation.Reloader // nil without Config.DenyList
+	peers    peerTracker          // verified peer chains of open connections
+	guard    *trustGuard          // nil without Config.TrustGuard
+	serving  drain.Provider       // what handshakes serve: the guard, or the reloader
 	gs       grpcServer
 	conns    connTracker
 
@@ -181,7 +184,14 @@ func (s *Server) transportCredentials(observer hotcert.Observer) (credentials.Tr
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: client CA bundle: %w", err)
 	}
-	return grpccreds.NewMTLSServer(s.serving, tlsconfig.WithTrust(s.clientCA)), nil
+	if err := s.loadDenyList(); err != nil {
+		return nil, err
+	}
+	opts := []tlsconfig.Option{tlsconfig.WithTrust(s.clientCA)}
+	if s.deny != nil {
+		opts = append(opts, tlsconfig.WithDenyList(s.deny))
+	}
+	return grpccreds.NewMTLSServer(s.serving, opts...), nil
 }
 
 // buildGRPC builds the server that serves agents over creds (counting
@@ -195,7 +205,7 @@ func (s *Server) buildGRPC(creds credentials.TransportCredentials) (grpcServer, 
 		gs.RegisterService(agentrpc.ServiceDesc(s.handle), nil)
 		return gs
 	}
-	if s.cfg.DrainWindow > 0 || s.cfg.CutUntrusted {
+	if s.cfg.DrainWindow > 0 || s.cfg.CutUntrusted || s.deny != nil {
 		dopts, err := s.drainOptions()
 		if err != nil {
 			return nil, err
@@ -246,6 +256,9 @@ func (s *Server) drainOptions() ([]drain.Option, error) {
 	if cfg.CutUntrusted {
 		dopts = append(dopts, drain.WithTrustCut(s.clientCA))
 	}
+	if s.deny != nil {
+		dopts = append(dopts, drain.WithRevocationCut(s.deny))
+	}
 	if cfg.Registerer != nil {
 		dm, err := metrics.NewDrain(cfg.Registerer, cfg.MetricsOptions...)
 		if err != nil {
@@ -294,6 +307,9 @@ func (s *Server) startReloaders() {
 	if s.guard != nil {
 		s.reloaders.Go(func() { s.guard.run(s.reloadCtx, s.cfg.TrustGuardInterval) })
 	}
+	if s.deny != nil {
+		s.reloaders.Go(func() { _ = s.deny.Start(s.reloadCtx) })
+	}
 }
 
 // Close ends every agent stream, stops the gRPC server (gracefully for at most
@@ -317,6 +333,9 @@ func (s *Server) Close() error {
 			if r != nil {
 				r.Close()
 			}
+		}
+		if s.deny != nil {
+			s.deny.Close()
 		}
 		s.reloaders.Wait()
 	})

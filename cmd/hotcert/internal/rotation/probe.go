@@ -94,6 +94,8 @@ func probe(ctx context.Context, o Options, r Replica, bundle *hotcert.Material, 
 type replicaStatus struct {
 	Replica string          `json:"replica"`
 	Fleet   *agentrpc.Fleet `json:"fleet"`
+	// DenyList is the replica's deny-list status (none without a deny list).
+	DenyList *agentrpc.DenyListStatus `json:"deny_list"`
 }
 
 func readStatus(ctx context.Context, hc *http.Client, u string) (*replicaStatus, error) {

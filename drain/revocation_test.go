@@ -1,0 +1,174 @@
+package drain_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/drain"
+	"github.com/hotcert/hotcert/grpccreds"
+	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/httptls"
+	"github.com/hotcert/hotcert/internal/testutil"
+	"github.com/hotcert/hotcert/revocation"
+	"github.com/hotcert/hotcert/tlsconfig"
+)
+
+// denyFiles is a deny list in a mounted-volume-like directory, followed by a
+// revocation.Reloader that checks CRLs against ca.
+type denyFiles struct {
+	w *hotcerttest.AtomicWriter
+	r *revocation.Reloader
+}
+
+func newDenyFiles(t testing.TB, ca *hotcerttest.CA) *denyFiles {
+	t.Helper()
+	w := hotcerttest.MustNewAtomicWriter(t.TempDir())
+	w.MustWrite(map[string][]byte{"deny.list": []byte("# nothing revoked\n")})
+	src, err := revocation.Files(filepath.Join(w.Dir(), "deny.list"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := revocation.New(context.Background(), src, nil, hotcert.WithSettle(0), hotcert.WithPollInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return &denyFiles{w: w, r: r}
+}
+
+func (d *denyFiles) revoke(leaf *hotcerttest.Leaf) {
+	d.w.MustWrite(map[string][]byte{"deny.list": fmt.Appendf(nil, "serial %s issuer %s\n",
+		hotcert.FormatSerial(leaf.Cert.SerialNumber), hotcert.FingerprintOf(leaf.Issuer.Cert))})
+}
+
+// TestRevocationCutEndsOnlyTheRevokedAgent: of 20 agents holding gRPC streams, the
+// one whose serial is added to the deny list loses its connection at once (no
+// GOAWAY grace) and cannot reconnect; no other agent's stream is disturbed.
+func TestRevocationCutEndsOnlyTheRevokedAgent(t *testing.T) {
+	serverCA, agentCA := hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
+	deny := newDenyFiles(t, agentCA)
+	f := &fixture{store: hotcert.NewStore(material(t, serverCA.MustIssue(), agentCA)), logs: &testutil.LogBuffer{}, hs: &handshakes{}, slowStarted: make(chan struct{}, 1)}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.addr = lis.Addr().String()
+	f.srv = drain.NewServer(countingCreds{grpccreds.NewMTLSServer(f.store, tlsconfig.WithDenyList(deny.r)), &f.conns, f.hs},
+		func(o ...grpc.ServerOption) *grpc.Server {
+			s := grpc.NewServer(o...)
+			s.RegisterService(&desc, f)
+			return s
+		}, drain.WithLogger(slog.New(slog.NewTextHandler(f.logs, nil))), drain.WithComponent("agent_grpc"),
+		drain.WithRevocationCut(deny.r), drain.WithGrace(time.Minute))
+	go f.srv.Serve(lis)
+	t.Cleanup(f.srv.Stop)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	const n = 20
+	agents := make([]*agent, n)
+	leaves := make([]*hotcerttest.Leaf, n)
+	for i := range agents {
+		leaves[i] = agentCA.MustIssue(hotcerttest.WithCommonName(fmt.Sprintf("agent-%d", i)))
+		agents[i] = dial(t, f, leaves[i], serverCA)
+		a := agents[i]
+		wg.Go(func() { a.watch(ctx) })
+		<-a.serials
+	}
+	handshakes := f.conns.Load()
+
+	deny.revoke(leaves[7])
+	testutil.WaitFor(t, "the revoked agent's connection to close", func() bool { return f.srv.Conns() == n-1 })
+	testutil.WaitFor(t, "the revoked agent's stream to end", func() bool { return agents[7].failures.Load() > 0 })
+	logs := f.logs.String()
+	if !strings.Contains(logs, "peer certificate revoked") || !strings.Contains(logs, "CN=agent-7") || strings.Count(logs, "peer certificate revoked") != 1 {
+		t.Fatalf("want one cut line naming agent-7:\n%s", logs)
+	}
+	// Its reconnects are refused at the handshake; nobody else reconnected.
+	testutil.WaitFor(t, "a refused reconnect", func() bool { return agents[7].failures.Load() >= 2 })
+	if got := f.conns.Load(); got != handshakes {
+		t.Errorf("%d handshakes succeeded after the revocation, want 0", got-handshakes)
+	}
+	for i, a := range agents {
+		if i == 7 {
+			continue
+		}
+		select {
+		case <-a.serials:
+			t.Errorf("agent %d re-opened its stream", i)
+		default:
+		}
+		if a.failures.Load() != 0 {
+			t.Errorf("agent %d's stream failed", i)
+		}
+	}
+}
+
+// TestHTTPRevocationCutClosesOnlyTheRevokedClient: an HTTP/2 client whose
+// certificate is revoked loses its connection and cannot get back in; another
+// keeps its connection.
+func TestHTTPRevocationCutClosesOnlyTheRevokedClient(t *testing.T) {
+	serverCA, clientCA := hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
+	deny := newDenyFiles(t, clientCA)
+	store := hotcert.NewStore(material(t, serverCA.MustIssue(), clientCA))
+	logs := &testutil.LogBuffer{}
+	var closed atomic.Int64
+	srv := &http.Server{
+		TLSConfig: httptls.MTLSServerConfig(store, tlsconfig.WithDenyList(deny.r)),
+		Handler:   http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }),
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateClosed {
+				closed.Add(1)
+			}
+		},
+	}
+	d := drain.NewHTTPServer(drain.WithRevocationCut(deny.r), drain.WithLogger(slog.New(slog.NewTextHandler(logs, nil))), drain.WithGrace(time.Minute))
+	d.Wrap(srv)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "https://" + ln.Addr().String() + "/"
+	go srv.ServeTLS(ln, "", "")
+	t.Cleanup(func() { d.Close(); srv.Close() })
+
+	revoked := clientCA.MustIssue(hotcerttest.WithCommonName("client-revoked"))
+	keep := httpClient(t, true, serverCA, clientCA.MustIssue(hotcerttest.WithCommonName("client-kept")))
+	cut := httpClient(t, true, serverCA, revoked)
+	for _, c := range []*http.Client{keep, cut} {
+		if _, _, err := get(t, c, url); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deny.revoke(revoked)
+	testutil.WaitFor(t, "the revoked client's connection to close", func() bool { return closed.Load() >= 1 })
+	if n := closed.Load(); n != 1 {
+		t.Fatalf("%d connections closed, want 1", n)
+	}
+	if !strings.Contains(logs.String(), "CN=client-revoked") || strings.Contains(logs.String(), "CN=client-kept") {
+		t.Fatalf("wrong peer cut:\n%s", logs)
+	}
+	if _, _, err := get(t, cut, url); err == nil {
+		t.Fatal("the revoked client gets back in")
+	}
+	if _, reused, err := get(t, keep, url); err != nil || !reused {
+		t.Fatalf("the other client lost its connection: reused=%v err=%v", reused, err)
+	}
+}
