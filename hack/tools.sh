@@ -4,6 +4,7 @@
 #   promtool  the alert rules' unit tests (Debian's prometheus package)
 #   prometheus  the census tests' real Prometheus server (the same package)
 #   gcc       spire-server links SQLite with cgo (hack/build-spire.sh)
+#   python3, curl  programs that cannot reload, behind hotcert proxy in its tests
 # Nothing is installed when every tool is there. Without root or apt-get, it says
 # what to install and fails.
 set -euo pipefail
@@ -12,6 +13,8 @@ need=()
 command -v openssl >/dev/null || need+=(openssl)
 command -v promtool >/dev/null && command -v prometheus >/dev/null || need+=(prometheus)
 command -v gcc >/dev/null || need+=(gcc)
+command -v python3 >/dev/null || need+=(python3)
+command -v curl >/dev/null || need+=(curl)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then

@@ -52,5 +52,6 @@ func subcommands(g *globals) []*cobra.Command {
 		newCheckCommand(g),
 		newTokenCommand(g),
 		newPKICommand(g),
+		newProxyCommand(g),
 	}
 }
