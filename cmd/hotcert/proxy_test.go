@@ -316,3 +316,90 @@ func TestProxyServerRotatesForProgramsThatCannotReload(t *testing.T) {
 		}
 	}
 }
+
+// opensslServer runs `openssl s_server -www` requiring a client certificate from
+// ca: its page describes the client certificate of each connection.
+func opensslServer(t *testing.T, leaf *hotcerttest.Leaf, ca *hotcerttest.CA) string {
+	t.Helper()
+	addr := freeAddr(t)
+	crt, key := writeTemp(t, "remote.crt", leaf.ChainPEM), writeTemp(t, "remote.key", leaf.KeyPEM)
+	cmd := exec.Command("openssl", "s_server", "-accept", addr, "-cert", crt, "-key", key,
+		"-CAfile", writeTemp(t, "ca.crt", hotcerttest.BundlePEM(ca)), "-Verify", "1", "-www", "-quiet")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	testutil.WaitFor(t, "openssl s_server", func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return addr
+}
+
+// hotcert proxy client in tcp mode in front of curl (plaintext) and openssl
+// s_server (mTLS): the remote sees the client certificate of the files, a renewed
+// one on the next connection, and a remote the bundle does not trust is refused.
+// hotcert proxy server in tcp mode in front of python's http.server serves curl
+// across a renewal.
+func TestProxyClientAndTCPServer(t *testing.T) {
+	requireTool(t, "python3", "curl", "openssl")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ca, otherCA := hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
+	tlsDir := hotcerttest.MustNewAtomicWriter(filepath.Join(t.TempDir(), "tls"))
+	write := func(l *hotcerttest.Leaf) {
+		tlsDir.MustWrite(map[string][]byte{"tls.crt": l.ChainPEM, "tls.key": l.KeyPEM, "ca.crt": hotcerttest.BundlePEM(ca)})
+	}
+	first := ca.MustIssue(hotcerttest.WithCommonName("app-1"))
+	write(first)
+	crt, key, bundle := filepath.Join(tlsDir.Dir(), "tls.crt"), filepath.Join(tlsDir.Dir(), "tls.key"), filepath.Join(tlsDir.Dir(), "ca.crt")
+	page := func(addr string) string {
+		out, err := exec.Command("curl", "-sS", "--max-time", "10", "http://"+addr+"/").CombinedOutput()
+		if err != nil {
+			return "curl: " + err.Error() + ": " + string(out)
+		}
+		return string(out)
+	}
+
+	remote := opensslServer(t, ca.MustIssue(), ca)
+	local, metricsAddr := freeAddr(t), freeAddr(t)
+	var logs testutil.LogBuffer
+	proxyRun(t, ctx, &logs, metricsAddr, "client", "--listen", local, "--target", remote, "--ca-file", bundle,
+		"--cert-file", crt, "--key-file", key, "--poll-interval", "50ms", "--drain-window", "0")
+	if p := page(local); !strings.Contains(p, "Subject: CN=app-1") {
+		t.Fatalf("openssl s_server did not see the client certificate:\n%s", p)
+	}
+	write(ca.MustIssue(hotcerttest.WithCommonName("app-2")))
+	testutil.WaitFor(t, "the renewed client certificate at the remote", func() bool { return strings.Contains(page(local), "Subject: CN=app-2") })
+
+	untrusted := opensslServer(t, otherCA.MustIssue(), ca)
+	local2 := freeAddr(t)
+	proxyRun(t, ctx, &logs, freeAddr(t), "client", "--listen", local2, "--target", untrusted, "--ca-file", bundle,
+		"--cert-file", crt, "--key-file", key)
+	if p := page(local2); strings.Contains(p, "Client certificate") {
+		t.Fatalf("the proxy reached a remote its bundle does not trust:\n%s", p)
+	}
+	testutil.WaitFor(t, "the refusal in the log", func() bool { return strings.Contains(logs.String(), "certificate signed by unknown authority") })
+
+	python := pythonHTTPServer(t)
+	front := freeAddr(t)
+	proxyRun(t, ctx, io.Discard, freeAddr(t), "server", "--listen", front, "--target", python,
+		"--cert-file", crt, "--key-file", key, "--poll-interval", "50ms", "--idle", "50ms")
+	get := func() string {
+		out, _ := exec.Command("curl", "-sS", "-v", "--max-time", "10", "--cacert", bundle, "--resolve", "localhost:"+front[strings.LastIndex(front, ":")+1:]+":127.0.0.1",
+			"https://localhost:"+front[strings.LastIndex(front, ":")+1:]+"/hello.txt").CombinedOutput()
+		return string(out)
+	}
+	if p := get(); !strings.Contains(p, "\nhello from python\n") || !strings.Contains(p, "subject: CN=app-2") {
+		t.Fatalf("curl through the tcp-mode proxy: %s", p)
+	}
+	renewed := ca.MustIssue(hotcerttest.WithCommonName("app-3"))
+	write(renewed)
+	testutil.WaitFor(t, "the renewal served to curl", func() bool {
+		p := get()
+		return strings.Contains(p, "\nhello from python\n") && strings.Contains(p, "subject: CN=app-3")
+	})
+}
