@@ -3,9 +3,11 @@ package proxy_test
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -233,5 +235,62 @@ func TestServerHTTPStripsAPeerHeaderWithoutMTLS(t *testing.T) {
 	resp.Body.Close()
 	if got := (<-seen).Values("X-Client-Identity"); len(got) != 0 {
 		t.Errorf("the backend got the client's own claim %q", got)
+	}
+}
+
+// Shutdown lets a request in flight finish (HTTP/1.1 and HTTP/2), then Serve
+// returns; the proxy refuses new connections meanwhile.
+func TestServerHTTPShutdownFinishesInFlightRequests(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	id := hotcert.NewStore(material(t, ca.MustIssue()))
+	arrived, release := make(chan struct{}, 2), make(chan struct{})
+	backend := httpBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+		io.WriteString(w, "finished")
+	}))
+	s, err := proxy.NewServer(backend, []hotcert.Provider{id}, proxy.WithMode(proxy.ModeHTTP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := listen(t)
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	results := make(chan string, 2)
+	for _, h2 := range []bool{false, true} {
+		go func() {
+			resp, err := httpsClient(clientConfig(ca, nil, "localhost"), h2).Get("https://" + ln.Addr().String() + "/")
+			if err != nil {
+				results <- err.Error()
+				return
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			results <- fmt.Sprintf("HTTP/%d %s %v", resp.ProtoMajor, b, err)
+		}()
+	}
+	<-arrived
+	<-arrived
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(context.Background()) }()
+	testutil.WaitFor(t, "the listener closed", func() bool {
+		c, err := tls.Dial("tcp", ln.Addr().String(), clientConfig(ca, nil, "localhost"))
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+	close(release)
+	got := []string{<-results, <-results}
+	for _, r := range got {
+		if !strings.HasSuffix(r, "finished <nil>") {
+			t.Errorf("in-flight request: %s", r)
+		}
+	}
+	if err := <-shut; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+	if err := <-served; !errors.Is(err, proxy.ErrServerClosed) {
+		t.Errorf("Serve: %v", err)
 	}
 }
