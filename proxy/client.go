@@ -145,9 +145,8 @@ func newHTTPClient(c *Client) *httpClient {
 			pr.SetURL(u)
 			pr.SetXForwarded()
 		},
-		Transport:     h,
-		FlushInterval: -1,
-		ErrorLog:      slog.NewLogLogger(c.cfg.logger.Handler(), slog.LevelWarn),
+		Transport: h,
+		ErrorLog:  slog.NewLogLogger(c.cfg.logger.Handler(), slog.LevelWarn),
 	}
 	var protos http.Protocols
 	protos.SetHTTP1(true)

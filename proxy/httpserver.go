@@ -30,10 +30,12 @@ type httpServer struct {
 func newHTTPServer(s *Server) *httpServer {
 	h := &httpServer{s: s, h1: backendTransport(s.target, false), h2c: backendTransport(s.target, true)}
 	rp := &httputil.ReverseProxy{
-		Rewrite:       h.rewrite,
-		Transport:     h,
-		FlushInterval: -1, // gRPC and other streams: every write reaches the client at once
-		ErrorLog:      slog.NewLogLogger(s.cfg.logger.Handler(), slog.LevelWarn),
+		Rewrite:   h.rewrite,
+		Transport: h,
+		// FlushInterval 0: ReverseProxy flushes every write of a response without
+		// a length (gRPC, server-sent events, any stream) at once, and buffers
+		// the others (measured: -1 costs small responses a flush each).
+		ErrorLog: slog.NewLogLogger(s.cfg.logger.Handler(), slog.LevelWarn),
 	}
 	h.srv = &http.Server{
 		Handler:           rp,
