@@ -199,6 +199,7 @@ func BenchmarkProxyIdleConnMemory(b *testing.B) {
 				continue // another process: its memory is not this one's
 			}
 			addr := strings.TrimPrefix(r.url, "https://")
+			time.Sleep(100 * time.Millisecond) // the previous row's connections gone
 			before := inuse()
 			var open []*tls.Conn
 			for range conns {

@@ -86,21 +86,22 @@ func (c *conn) closeWhenIdle(idle time.Duration, limit <-chan struct{}) {
 	})
 }
 
-var bufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+// bufs hold one TLS record (16 KiB, the most a tls.Conn Read returns), and an
+// idle connection parks one per direction.
+var bufs = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
 
 // pipe copies both ways until both directions ended, passing a half-close on
 // (a client that shuts its side still reads the reply), then closes c.
 func (c *conn) pipe() {
 	defer close(c.done)
 	defer c.close()
-	var wg sync.WaitGroup
-	wg.Add(2)
 	c.mu.Lock()
 	back := c.back
 	c.mu.Unlock()
-	go func() { defer wg.Done(); c.copy(back, c.front) }()
-	go func() { defer wg.Done(); c.copy(c.front, back) }()
-	wg.Wait()
+	up := make(chan struct{})
+	go func() { defer close(up); c.copy(back, c.front) }()
+	c.copy(c.front, back) // on the connection's own goroutine: one stack fewer
+	<-up
 }
 
 type closeWriter interface{ CloseWrite() error }
