@@ -46,6 +46,7 @@ type config struct {
 	window     time.Duration
 	grace      time.Duration
 	idle       time.Duration
+	maxAge     time.Duration
 	nextProtos []string
 	serverName string
 	backendH2C bool
@@ -72,7 +73,9 @@ func newConfig(opts []Option) (config, error) {
 		return c, fmt.Errorf("proxy: a peer header needs mode %q (mode %q passes the peer with the PROXY protocol)", ModeHTTP, c.mode)
 	case c.proxyProto && c.mode != ModeTCP:
 		return c, fmt.Errorf("proxy: the PROXY protocol needs mode %q (mode %q passes the peer in a header)", ModeTCP, c.mode)
-	case c.window < 0 || c.grace < 0 || c.idle <= 0:
+	case c.maxAge != 0 && c.mode != ModeTCP:
+		return c, fmt.Errorf("proxy: a maximum connection age is for mode %q (mode %q drains per request)", ModeTCP, c.mode)
+	case c.window < 0 || c.grace < 0 || c.idle <= 0 || c.maxAge < 0:
 		return c, fmt.Errorf("proxy: drain window %s, grace %s, idle %s: want window and grace >= 0, idle > 0", c.window, c.grace, c.idle)
 	}
 	return c, c.allow.check()
@@ -129,6 +132,15 @@ func WithGrace(d time.Duration) Option { return optionFunc(func(c *config) { c.g
 // WithIdle sets how long a TCP connection must move no byte to count as idle, when
 // a drain closes idle connections first (default [DefaultIdle]).
 func WithIdle(d time.Duration) Option { return optionFunc(func(c *config) { c.idle = d }) }
+
+// WithMaxConnectionAge bounds how long a [ModeTCP] connection lives, rotation or
+// not: once about d old (+/-10%), it is closed as soon as it is idle, and after the
+// grace period at the latest (0, the default: no bound). It moves long-lived
+// connections onto the current certificate and trust even when the proxy does not
+// see a rotation (material read at each handshake by the other side).
+func WithMaxConnectionAge(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.maxAge = d })
+}
 
 // WithNextProtos sets the ALPN protocols of [ModeTCP] (e.g. "h2" in front of a gRPC
 // server: gRPC clients refuse a connection that negotiated none). [ModeHTTP]

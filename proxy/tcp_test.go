@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -356,4 +357,48 @@ func TestServerTCPShutdownDrains(t *testing.T) {
 		t.Fatalf("Serve: %v", err)
 	}
 	waitClosed(t, c)
+}
+
+// With a maximum connection age, a TCP connection is closed once it is that old
+// and idle, without any rotation; a busy one lives on until it goes quiet.
+func TestServerTCPMaxConnectionAgeClosesOnceIdle(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	id := hotcert.NewStore(material(t, ca.MustIssue()))
+	idle := 100 * time.Millisecond
+	s, err := proxy.NewServer(echoBackend(t, nil), []hotcert.Provider{id},
+		proxy.WithMaxConnectionAge(2*idle), proxy.WithIdle(idle), proxy.WithGrace(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, s)
+	dial := func() *tls.Conn {
+		c, err := tls.Dial("tcp", addr, clientConfig(ca, nil, "localhost"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if err := roundTrip(t, c, "open"); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	quiet, busy := dial(), dial()
+	// busy moves a byte every tenth of the idle time for twenty idle times.
+	result := make(chan error, 1)
+	go func() {
+		start := time.Now()
+		for i := range 200 {
+			if err := roundTrip(t, busy, "b"); err != nil {
+				result <- fmt.Errorf("the busy connection was cut at its maximum age (round trip %d, after %s): %w", i, time.Since(start), err)
+				return
+			}
+			time.Sleep(idle / 10)
+		}
+		result <- nil
+	}()
+	waitClosed(t, quiet)
+	if err := <-result; err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, busy)
 }

@@ -96,6 +96,11 @@ func (t *tcpServer) drain(tc *drain.Tracked, prompt bool) {
 		c.close()
 		return
 	}
+	t.drainOne(c)
+}
+
+// drainOne closes c once it is idle, within the grace period at the latest.
+func (t *tcpServer) drainOne(c *conn) {
 	limit := make(chan struct{})
 	time.AfterFunc(t.cfg.grace, func() { close(limit) })
 	c.closeWhenIdle(t.cfg.idle, limit)
@@ -187,6 +192,11 @@ func (t *tcpServer) handle(raw net.Conn, c *conn) {
 	}
 	if !c.setBack(back) {
 		return
+	}
+	if age := cfg.maxAge; age > 0 {
+		jittered := age - age/10 + randWithin(age/5)
+		aged := time.AfterFunc(jittered, func() { t.drainOne(c) })
+		defer aged.Stop()
 	}
 	c.pipe()
 }

@@ -33,7 +33,7 @@ type proxyFlags struct {
 	alpn                        []string
 	serverName                  string
 	drainWindow, drainGrace     time.Duration
-	idle                        time.Duration
+	idle, maxAge                time.Duration
 	pollInterval, settle        time.Duration
 	metricsAddr, component      string
 	metricsPrefix, metricsLbl   string
@@ -63,6 +63,7 @@ func (f *proxyFlags) addCommon(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.drainWindow, "drain-window", defaultDrainWindow, "after the proxy's certificate rotates, end each connection opened under the previous one at a random time within this window (0: all at once)")
 	fl.DurationVar(&f.drainGrace, "drain-grace", proxy.DefaultGrace, "how long a drained connection may stay busy before it is closed; also bounds the drain on SIGTERM")
 	fl.DurationVar(&f.idle, "idle", proxy.DefaultIdle, "tcp mode: a connection that moved no byte for this long is idle, and a drain closes it first")
+	fl.DurationVar(&f.maxAge, "max-connection-age", 0, "tcp mode: close connections once about this old (+/-10%) and idle, within --drain-grace at the latest, rotation or not (0: never)")
 	fl.DurationVar(&f.pollInterval, "poll-interval", hotcert.DefaultPollInterval, "re-read the files this often even without a file event")
 	fl.DurationVar(&f.settle, "settle", hotcert.DefaultSettle, "how long files that do not load are treated as mid-write before it counts as a failure")
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", "", "serve /metrics and /healthz on this address (off when empty)")
@@ -166,6 +167,9 @@ func runProxy(ctx context.Context, g *globals, f *proxyFlags, server bool) error
 		proxy.WithDrainWindow(f.drainWindow), proxy.WithGrace(f.drainGrace), proxy.WithIdle(f.idle),
 		proxy.WithLogger(log), proxy.WithObserver(drains), proxy.WithComponent(f.component), proxy.WithComponentLabel(f.metricsLbl),
 		proxy.WithNextProtos(f.alpn...),
+	}
+	if f.maxAge != 0 {
+		opts = append(opts, proxy.WithMaxConnectionAge(f.maxAge))
 	}
 	if f.peerHeader != "" {
 		opts = append(opts, proxy.WithPeerHeader(f.peerHeader))
