@@ -294,3 +294,58 @@ func TestServerHTTPShutdownFinishesInFlightRequests(t *testing.T) {
 		t.Errorf("Serve: %v", err)
 	}
 }
+
+// An HTTP-mode client takes plaintext HTTP/1.1 from the local program and sends
+// it over HTTP/2 with mTLS; after its certificate rotates, new requests reach the
+// remote on a connection that presents the new one, and none fails.
+func TestClientHTTPMovesOntoARotatedCertificate(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	remoteLn := listen(t)
+	type seen struct {
+		proto  int
+		client string
+	}
+	got := make(chan seen, 1000)
+	remote := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			got <- seen{r.ProtoMajor, r.TLS.PeerCertificates[0].Subject.CommonName}
+			io.WriteString(w, "remote")
+		}),
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{ca.MustIssue().TLSCertificate()},
+			ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: hotcerttest.Pool(ca)},
+	}
+	go remote.ServeTLS(remoteLn, "", "")
+	t.Cleanup(func() { remote.Close() })
+
+	id := hotcert.NewStore(material(t, ca.MustIssue(hotcerttest.WithCommonName("app-1")), ca))
+	c, err := proxy.NewClient(remoteLn.Addr().String(), id, proxy.WithMode(proxy.ModeHTTP), proxy.WithServerName("localhost"), proxy.WithDrainWindow(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, c)
+	local := &http.Client{}
+	get := func() (seen, error) {
+		resp, err := local.Get("http://" + addr + "/")
+		if err != nil {
+			return seen{}, err
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(b) != "remote" {
+			return seen{}, fmt.Errorf("response %q, %v", b, err)
+		}
+		return <-got, nil
+	}
+	s, err := get()
+	if err != nil || s.proto != 2 || s.client != "app-1" {
+		t.Fatalf("first request: %+v, %v; want HTTP/2 from app-1", s, err)
+	}
+	id.Set(material(t, ca.MustIssue(hotcerttest.WithCommonName("app-2")), ca))
+	testutil.WaitFor(t, "a request presenting the rotated certificate", func() bool {
+		s, err := get()
+		if err != nil {
+			t.Fatalf("a request failed across the rotation: %v", err)
+		}
+		return s.client == "app-2"
+	})
+}
