@@ -41,6 +41,7 @@ func newHTTPServer(s *Server) *httpServer {
 		Handler:           rp,
 		TLSConfig:         s.tls,
 		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.cfg.logger.Handler(), slog.LevelInfo),
 		ConnState: func(_ net.Conn, st http.ConnState) {
 			switch st {

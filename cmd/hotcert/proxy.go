@@ -155,9 +155,8 @@ func runProxy(ctx context.Context, g *globals, f *proxyFlags, server bool) error
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	rs := &proxyReloaders{log: log, f: f, rec: rec}
-	defer rs.wait()
+	defer func() { cancel(); rs.wait() }() // the reloaders stop with ctx, on every return
 	ids, trust, err := rs.load(ctx)
 	if err != nil {
 		return err

@@ -403,3 +403,42 @@ func TestProxyClientAndTCPServer(t *testing.T) {
 		return strings.Contains(p, "\nhello from python\n") && strings.Contains(p, "subject: CN=app-3")
 	})
 }
+
+// Bad input is a one-line error, also when it is found after the files loaded
+// (the reloaders then stop, and the command returns).
+func TestProxyStartupErrors(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	leaf := ca.MustIssue()
+	crt, key, bundle := writeTemp(t, "tls.crt", leaf.ChainPEM), writeTemp(t, "tls.key", leaf.KeyPEM), writeTemp(t, "ca.crt", ca.CertPEM)
+	busy := freeAddr(t)
+	ln, err := net.Listen("tcp", busy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"server", "--cert-file", crt, "--key-file", key}, "--target is required"},
+		{[]string{"server", "--target", "127.0.0.1:1", "--cert-file", crt}, "--cert-file and --key-file go in pairs"},
+		{[]string{"server", "--target", "127.0.0.1:1", "--cert-file", crt, "--key-file", key, "--ca-file", bundle}, "--ca-file needs --allow-dns"},
+		{[]string{"server", "--target", "127.0.0.1:1", "--cert-file", crt, "--key-file", key, "--allow-all"}, "--allow-* need --ca-file"},
+		{[]string{"server", "--target", "127.0.0.1:1", "--cert-file", crt, "--key-file", bundle}, "--key-file"},
+		{[]string{"server", "--target", "127.0.0.1:1", "--cert-file", crt, "--key-file", key, "--mode", "udp"}, `mode "udp"`},
+		{[]string{"server", "--target", "127.0.0.1:1", "--cert-file", crt, "--key-file", key, "--listen", busy}, "--listen " + busy},
+		{[]string{"server", "--target", "nowhere", "--cert-file", crt, "--key-file", key}, "--target"},
+		{[]string{"client", "--target", "127.0.0.1:1"}, "--ca-file is required"},
+		{[]string{"client", "--target", "127.0.0.1:1", "--ca-file", bundle, "--peer-header", "X-Id"}, "unknown flag: --peer-header"},
+	} {
+		// No deadline on the command: it must return on its own.
+		done := make(chan error, 1)
+		go func() { _, _, err := run(context.Background(), append([]string{"proxy"}, tc.args...)...); done <- err }()
+		select {
+		case err := <-done:
+			requireOneLine(t, err, tc.want)
+		case <-time.After(time.Minute):
+			t.Fatalf("hotcert proxy %v did not return", tc.args)
+		}
+	}
+}
