@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -173,9 +174,14 @@ func (t *tcpServer) handle(raw net.Conn, c *conn) {
 	var he *handshakeError
 	switch {
 	case errors.As(err, &he):
-		level := log.Debug
-		if errors.Is(err, ErrNotAllowed) {
+		// A refused peer is worth a warning; a probe that connects and leaves
+		// (a TCP health check) is not worth a line.
+		level := log.Info
+		switch {
+		case errors.Is(err, ErrNotAllowed):
 			level = log.Warn
+		case errors.Is(err, io.EOF):
+			level = log.Debug
 		}
 		level("proxy: TLS handshake failed", cfg.logKey, cfg.component, "remote", raw.RemoteAddr().String(), "error", he.err.Error())
 	case err != nil:
