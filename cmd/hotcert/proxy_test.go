@@ -442,3 +442,28 @@ func TestProxyStartupErrors(t *testing.T) {
 		}
 	}
 }
+
+// Identities by SNI from the command line: a --cert-file pair and a
+// --credential-bundle (a podCertificate volume's key-and-chain file), each
+// reported under its own component.
+func TestProxyServerIdentitiesBySNI(t *testing.T) {
+	requireTool(t, "openssl")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ca := hotcerttest.MustNewCA()
+	a := ca.MustIssue(hotcerttest.WithCommonName("a"), hotcerttest.WithDNSNames("a.example"))
+	b := ca.MustIssue(hotcerttest.WithCommonName("b"), hotcerttest.WithDNSNames("b.example"))
+	bundle := writeTemp(t, "credentialbundle.pem", append(append([]byte{}, b.KeyPEM...), b.ChainPEM...))
+	addr, metricsAddr := freeAddr(t), freeAddr(t)
+	proxyRun(t, ctx, io.Discard, metricsAddr, "server", "--listen", addr, "--target", freeAddr(t),
+		"--cert-file", writeTemp(t, "a.crt", a.ChainPEM), "--key-file", writeTemp(t, "a.key", a.KeyPEM), "--credential-bundle", bundle)
+	for name, want := range map[string]string{"a.example": "CN = a", "b.example": "CN = b"} {
+		out, _ := exec.Command("openssl", "s_client", "-connect", addr, "-servername", name, "-CAfile", writeTemp(t, "ca.crt", ca.CertPEM),
+			"-verify_hostname", name, "-verify_return_error").CombinedOutput()
+		if !strings.Contains(string(out), "subject="+want) || !strings.Contains(string(out), "Verify return code: 0 (ok)") {
+			t.Errorf("SNI %s: want %s, verified:\n%s", name, want, out)
+		}
+	}
+	requireMetric(t, metricsAddr, fmt.Sprintf(`hotcert_tls_cert_info{component="proxy_2",issuer=%q,serial=%q,sha256=%q} 1`,
+		b.Cert.Issuer.String(), hotcert.FormatSerial(b.Cert.SerialNumber), hotcert.FingerprintOf(b.Cert).String()))
+}
