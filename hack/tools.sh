@@ -8,6 +8,7 @@
 #   openjdk-17-jdk-headless  javac, java and keytool: the mirror's tests run a Java
 #             program that reloads a PKCS#12 keystore and truststore (about 116 MB
 #             to download, 266 MB installed)
+#   curl      a client of hotcert proxy in its tests (python3 is also its backend)
 # Nothing is installed when every tool is there. Without root or apt-get, it says
 # what to install and fails.
 set -euo pipefail
@@ -18,6 +19,7 @@ command -v promtool >/dev/null && command -v prometheus >/dev/null || need+=(pro
 command -v gcc >/dev/null || need+=(gcc)
 command -v javac >/dev/null && command -v keytool >/dev/null || need+=(openjdk-17-jdk-headless)
 command -v python3 >/dev/null || need+=(python3)
+command -v curl >/dev/null || need+=(curl)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then

@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"math/big"
 	"net"
+	"net/url"
 	"time"
 )
 
@@ -24,6 +25,7 @@ type config struct {
 	commonName   string
 	dnsNames     []string
 	ipAddresses  []net.IP
+	uris         []*url.URL
 	extKeyUsages []x509.ExtKeyUsage
 	organization []string
 	permittedDNS []string
@@ -67,6 +69,21 @@ func WithDNSNames(names ...string) Option {
 // argument removes them.
 func WithIPAddresses(ips ...net.IP) Option {
 	return optionFunc(func(c *config) { c.ipAddresses, c.ipAddressesSet = append([]net.IP(nil), ips...), true })
+}
+
+// WithURIs adds URI subject alternative names, e.g. a SPIFFE ID
+// ("spiffe://example.org/ns/default/sa/web"). It panics on a name that does not
+// parse as a URL.
+func WithURIs(uris ...string) Option {
+	return optionFunc(func(c *config) {
+		for _, s := range uris {
+			u, err := url.Parse(s)
+			if err != nil {
+				panic("hotcerttest: WithURIs: " + err.Error())
+			}
+			c.uris = append(c.uris, u)
+		}
+	})
 }
 
 // WithExtKeyUsages replaces the extended key usages. The default is serverAuth

@@ -230,6 +230,7 @@ func create(parent *CA, cnPrefix string, c *config) (*x509.Certificate, crypto.S
 		AuthorityKeyId:              ski,
 		DNSNames:                    c.dnsNames,
 		IPAddresses:                 c.ipAddresses,
+		URIs:                        c.uris,
 		PermittedDNSDomains:         c.permittedDNS,
 		PermittedDNSDomainsCritical: len(c.permittedDNS) > 0,
 	}

@@ -126,8 +126,12 @@ func TestOptions(t *testing.T) {
 		WithSerial(big.NewInt(42)),
 		WithNow(func() time.Time { return now }),
 		WithLifetime(time.Hour),
+		WithURIs("spiffe://example.org/svc"),
 	)
 	c := l.Cert
+	if len(c.URIs) != 1 || c.URIs[0].String() != "spiffe://example.org/svc" {
+		t.Errorf("URI SANs %v", c.URIs)
+	}
 	if c.Subject.CommonName != "svc" || !slices.Equal(c.DNSNames, []string{"a.example.com", "b.example.com"}) || len(c.IPAddresses) != 0 {
 		t.Errorf("subject/SANs: %q %v %v", c.Subject.CommonName, c.DNSNames, c.IPAddresses)
 	}

@@ -36,6 +36,7 @@ func TestDocsRun(t *testing.T) {
 			"the agent moved onto serial "}},
 		{"../../docs/runbooks/rotate-agent-certificates.md", 5, []string{"ca bundle: 2 CA(s)", "step 1 done: 1/1 connected agents trust dexaflow CA 2026", "step 2 done: 1/1 replicas serve a leaf issued by dexaflow CA 2026", "not ready for step 3",
 			"ready for step 3", "result: VERIFIED", "refused: key_mismatch"}},
+		{"../../docs/proxy.md", 3, []string{"hello from a program that cannot reload", "the proxy serves serial", `hotcert_tls_cert_info{component="proxy"`}},
 	} {
 		t.Run(filepath.Base(doc.path), func(t *testing.T) {
 			text, err := os.ReadFile(doc.path)

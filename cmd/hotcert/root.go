@@ -53,5 +53,6 @@ func subcommands(g *globals) []*cobra.Command {
 		newTokenCommand(g),
 		newPKICommand(g),
 		newMirrorCommand(g),
+		newProxyCommand(g),
 	}
 }

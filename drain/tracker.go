@@ -1,0 +1,162 @@
+package drain
+
+import (
+	"crypto/x509"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hotcert/hotcert"
+)
+
+// Tracker applies the drain policies of [Server] and [HTTPServer] to connections
+// the caller serves itself, in a protocol package drain does not know (a raw TCP
+// proxy, for one): it decides which connections to drain and when, and the caller
+// says how, with the function given to [NewTracker]. The identity drain, the window,
+// the trust cut, its log line and the Observer are those of the options
+// (WithIdentityDrain, WithTrustCut, WithLogger, WithObserver, WithComponent,
+// WithComponentLabel); WithGrace is the caller's to apply.
+type Tracker struct {
+	cfg   config
+	drain func(c *Tracked, prompt bool)
+
+	mu     sync.Mutex
+	conns  map[*Tracked]struct{}
+	timers map[*time.Timer]struct{}
+	unsubs []func()
+	closed bool
+}
+
+// Tracked is one connection of a [Tracker], from [Tracker.Track] until Done.
+type Tracked struct {
+	t        *Tracker
+	conn     net.Conn
+	identity *hotcert.Material
+
+	mu       sync.Mutex
+	peer     []*x509.Certificate
+	draining bool
+}
+
+// NewTracker returns a Tracker that calls drain when a tracked connection is to
+// reconnect: onto a new certificate (prompt false: the caller ends it gracefully),
+// or because its peer is no longer trusted (prompt true: end it now). drain is
+// called once per connection, on a goroutine of the Tracker's.
+func NewTracker(drain func(c *Tracked, prompt bool), opts ...Option) *Tracker {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	t := &Tracker{cfg: cfg, drain: drain, conns: map[*Tracked]struct{}{}, timers: map[*time.Timer]struct{}{}}
+	p := &policy{cfg: &t.cfg, conns: t.targets, after: t.after, drain: func(tg target, prompt bool) bool {
+		c := tg.(*Tracked)
+		if !c.markDraining() {
+			return false
+		}
+		t.drain(c, prompt)
+		return true
+	}}
+	t.unsubs = p.subscribe()
+	return t
+}
+
+// Track starts tracking c. Call it before c's TLS handshake begins, so that the
+// certificate recorded as served is never newer than the one the handshake
+// presents; call SetPeer once the handshake verified the peer, and Done when c is
+// closed.
+func (t *Tracker) Track(c net.Conn) *Tracked {
+	tc := &Tracked{t: t, conn: c}
+	if t.cfg.identity != nil {
+		tc.identity = t.cfg.identity.Current()
+	}
+	t.mu.Lock()
+	t.conns[tc] = struct{}{}
+	t.mu.Unlock()
+	return tc
+}
+
+// Conn returns the tracked connection.
+func (c *Tracked) Conn() net.Conn { return c.conn }
+
+// SetPeer records the verified peer chain (leaf first) the trust cut re-verifies.
+func (c *Tracked) SetPeer(chain []*x509.Certificate) {
+	c.mu.Lock()
+	c.peer = chain
+	c.mu.Unlock()
+}
+
+// Done stops tracking the connection.
+func (c *Tracked) Done() {
+	c.t.mu.Lock()
+	delete(c.t.conns, c)
+	c.t.mu.Unlock()
+}
+
+func (c *Tracked) servedIdentity() *hotcert.Material { return c.identity }
+
+func (c *Tracked) peerChain() []*x509.Certificate {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.peer
+}
+
+// RemoteAddr is the connection's remote address.
+func (c *Tracked) RemoteAddr() net.Addr { return c.conn.RemoteAddr() }
+
+func (c *Tracked) markDraining() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.draining {
+		return false
+	}
+	c.draining = true
+	return true
+}
+
+// Conns returns the number of tracked connections.
+func (t *Tracker) Conns() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.conns)
+}
+
+func (t *Tracker) targets() []target {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]target, 0, len(t.conns))
+	for c := range t.conns {
+		out = append(out, c)
+	}
+	return out
+}
+
+func (t *Tracker) after(d time.Duration, f func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	var tm *time.Timer
+	tm = time.AfterFunc(d, func() {
+		t.mu.Lock()
+		delete(t.timers, tm)
+		t.mu.Unlock()
+		f()
+	})
+	t.timers[tm] = struct{}{}
+}
+
+// Close stops following changes and cancels the drains not yet started.
+func (t *Tracker) Close() {
+	t.mu.Lock()
+	t.closed = true
+	for tm := range t.timers {
+		tm.Stop()
+	}
+	unsubs := t.unsubs
+	t.unsubs = nil
+	t.mu.Unlock()
+	for _, u := range unsubs {
+		u()
+	}
+}

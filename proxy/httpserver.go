@@ -1,0 +1,126 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/hotcert/hotcert/drain"
+)
+
+// httpServer is a Server's ModeHTTP half: an http.Server with TLS from the
+// Server's config, an httputil.ReverseProxy to the backend, and one drain policy
+// set per identity.
+type httpServer struct {
+	s      *Server
+	srv    *http.Server
+	drains []*drain.HTTPServer
+	h1     *http.Transport
+	h2c    *http.Transport
+	open   atomic.Int64
+}
+
+func newHTTPServer(s *Server) *httpServer {
+	h := &httpServer{s: s, h1: backendTransport(s.target, false), h2c: backendTransport(s.target, true)}
+	rp := &httputil.ReverseProxy{
+		Rewrite:   h.rewrite,
+		Transport: h,
+		// FlushInterval 0: ReverseProxy flushes every write of a response without
+		// a length (gRPC, server-sent events, any stream) at once, and buffers
+		// the others (measured: -1 costs small responses a flush each).
+		ErrorLog: slog.NewLogLogger(s.cfg.logger.Handler(), slog.LevelWarn),
+	}
+	h.srv = &http.Server{
+		Handler:           rp,
+		TLSConfig:         s.tls,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.cfg.logger.Handler(), slog.LevelInfo),
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew:
+				h.open.Add(1)
+			case http.StateClosed, http.StateHijacked:
+				h.open.Add(-1)
+			}
+		},
+	}
+	// One policy set per identity: a rotation of any identity drains the
+	// connections opened before it (a drain.HTTPServer records its own provider's
+	// certificate at accept, whatever the SNI); the trust cut runs once.
+	for i, p := range s.ids {
+		d := drain.NewHTTPServer(s.drainOptions(p, i == 0)...)
+		d.Wrap(h.srv)
+		h.drains = append(h.drains, d)
+	}
+	return h
+}
+
+// backendTransport dials the backend in plaintext, HTTP/1.1 or h2c.
+func backendTransport(t Target, h2c bool) *http.Transport {
+	tr := &http.Transport{
+		DialContext:         func(ctx context.Context, _, _ string) (net.Conn, error) { return t.dial(ctx) },
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	if h2c {
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		tr.Protocols = &p
+	}
+	return tr
+}
+
+// RoundTrip sends gRPC (and, with WithBackendH2C, everything) over h2c, the rest
+// over HTTP/1.1.
+func (h *httpServer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if h.s.cfg.backendH2C || r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+		return h.h2c.RoundTrip(r)
+	}
+	return h.h1.RoundTrip(r)
+}
+
+var backendURL = &url.URL{Scheme: "http", Host: "localhost"}
+
+func (h *httpServer) rewrite(pr *httputil.ProxyRequest) {
+	u := *backendURL
+	if h.s.target.Network == "tcp" {
+		u.Host = h.s.target.Address
+	}
+	pr.SetURL(&u)
+	pr.Out.Host = pr.In.Host // the backend sees the name the client asked for
+	pr.SetXForwarded()
+	// Never forward a client's own claim of who it is: only the proxy's.
+	pr.Out.Header.Del(DefaultPeerHeader)
+	if name := h.s.cfg.peerHeader; name != "" {
+		pr.Out.Header.Del(name)
+		if pr.In.TLS != nil && len(pr.In.TLS.PeerCertificates) > 0 {
+			pr.Out.Header.Set(name, peerHeaderValue(pr.In.TLS.PeerCertificates[0]))
+		}
+	}
+}
+
+func (h *httpServer) conns() int { return int(h.open.Load()) }
+
+// shutdown is http.Server.Shutdown (HTTP/1: close after the response; HTTP/2:
+// GOAWAY, streams finish), then the drain policies stop.
+func (h *httpServer) shutdown(ctx context.Context) error {
+	err := h.srv.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		h.srv.Close()
+	}
+	for _, d := range h.drains {
+		d.Close()
+	}
+	h.h1.CloseIdleConnections()
+	h.h2c.CloseIdleConnections()
+	return err
+}
