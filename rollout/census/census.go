@@ -40,7 +40,7 @@ type Census struct {
 	triggers *triggers // wakes a rotation when an object it reads changes
 
 	mu   sync.Mutex
-	last map[string]time.Time // rotation -> when its last census was taken
+	last map[string]time.Time // rotation -> when its last census was taken (real time, see spacing)
 }
 
 // New returns a census controller with options o and registers its metrics.
