@@ -17,10 +17,10 @@ import (
 	"github.com/hotcert/hotcert/rollout/internal/census/evidence"
 )
 
-// consumers lists, from the cache, the pods that consume objects: in the
-// objects' namespaces, or in every namespace when a ClusterTrustBundle is
-// among them. It returns them with the cached pods, by key.
-func consumers(ctx context.Context, cache client.Reader, objects []core.Object) ([]core.Pod, map[string]*corev1.Pod, error) {
+// consumers lists, from the pod index, the pods that consume objects: in
+// the objects' namespaces, or in every namespace when a ClusterTrustBundle is
+// among them. It returns them with their records, by key.
+func consumers(pods *podIndex, objects []core.Object) ([]core.Pod, map[string]*podRecord) {
 	namespaces := map[string]bool{}
 	for _, o := range objects {
 		if o.Namespace == "" {
@@ -29,25 +29,25 @@ func consumers(ctx context.Context, cache client.Reader, objects []core.Object) 
 		}
 		namespaces[o.Namespace] = true
 	}
-	var pods []core.Pod
-	byKey := map[string]*corev1.Pod{}
+	var records []*podRecord
 	for ns := range namespaces {
-		list := &corev1.PodList{}
-		if err := cache.List(ctx, list, client.InNamespace(ns)); err != nil {
-			return nil, nil, fmt.Errorf("listing pods: %w", err)
-		}
-		for i := range list.Items {
-			p := &list.Items[i]
-			if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-				continue
+		pods.each(ns, func(r *podRecord) {
+			if !r.gone {
+				records = append(records, r)
 			}
-			if cp, ok := core.PodOf(p, objects); ok {
-				pods = append(pods, cp)
-				byKey[cp.Key()] = p
-			}
+		})
+	}
+	var out []core.Pod
+	byKey := map[string]*podRecord{}
+	var p corev1.Pod
+	for _, r := range records {
+		r.fill(&p)
+		if cp, ok := core.PodOf(&p, objects); ok {
+			out = append(out, cp)
+			byKey[cp.Key()] = r
 		}
 	}
-	return pods, byKey, nil
+	return out, byKey
 }
 
 // gatherer gathers the evidence of one census.
@@ -58,7 +58,7 @@ type gatherer struct {
 	oldCA  side
 	newCA  side
 	pods   []core.Pod
-	byKey  map[string]*corev1.Pod
+	byKey  map[string]*podRecord
 	states []core.State
 }
 
@@ -87,12 +87,12 @@ func (g *gatherer) reports(ctx context.Context) (map[string][]core.Report, strin
 	}
 	out := map[string][]core.Report{}
 	var mu sync.Mutex
-	g.each(func(key string, p *corev1.Pod) {
-		container, port, ok := containerPort(p, s.Port)
-		if !ok || p.Status.PodIP == "" {
+	g.each(func(key string, p *podRecord) {
+		container, port, ok := containerPort(p.spec, s.Port)
+		if !ok || p.ip == "" {
 			return
 		}
-		url := fmt.Sprintf("http://%s%s", net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(port))), path)
+		url := fmt.Sprintf("http://%s%s", net.JoinHostPort(p.ip, strconv.Itoa(int(port))), path)
 		r, ok, err := evidence.Scrape(ctx, g.c.opts.HTTPClient, url, s.MetricPrefix, container)
 		if err != nil || !ok {
 			return
@@ -175,7 +175,7 @@ func (g *gatherer) served(ctx context.Context) map[string][]core.Served {
 }
 
 // each runs f for every consuming pod, Concurrency at a time.
-func (g *gatherer) each(f func(key string, p *corev1.Pod)) {
+func (g *gatherer) each(f func(key string, p *podRecord)) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, g.c.opts.Concurrency)
 	for key, p := range g.byKey {
@@ -190,8 +190,8 @@ func (g *gatherer) each(f func(key string, p *corev1.Pod)) {
 }
 
 // containerPort finds the container port named (or numbered) port.
-func containerPort(p *corev1.Pod, port string) (container string, number int32, ok bool) {
-	for _, c := range p.Spec.Containers {
+func containerPort(spec *corev1.PodSpec, port string) (container string, number int32, ok bool) {
+	for _, c := range spec.Containers {
 		for _, cp := range c.Ports {
 			if cp.Name == port || strconv.Itoa(int(cp.ContainerPort)) == port {
 				return c.Name, cp.ContainerPort, true

@@ -102,10 +102,7 @@ func (c *Census) census(ctx context.Context, tr *v1alpha1.TrustRotation, oldCA, 
 	for i, s := range states {
 		objects[i] = s.Object
 	}
-	pods, byKey, err := consumers(ctx, c.cache, objects)
-	if err != nil {
-		return nil, fmt.Errorf("census: %s: %w", tr.Name, err)
-	}
+	pods, byKey := consumers(c.pods, objects)
 	g := &gatherer{c: c, tr: tr, cache: c.cache, oldCA: oldCA, newCA: newCA, pods: pods, byKey: byKey, states: states}
 	reports, reportErr := g.reports(ctx)
 	in := core.Input{
