@@ -37,8 +37,8 @@ func consumers(pods *podIndex, objects []core.Object) ([]core.Pod, map[string]*p
 			}
 		})
 	}
-	var out []core.Pod
-	byKey := map[string]*podRecord{}
+	out := make([]core.Pod, 0, len(records))
+	byKey := make(map[string]*podRecord, len(records))
 	var p corev1.Pod
 	for _, r := range records {
 		r.fill(&p)
