@@ -82,9 +82,14 @@ release:
 	$(GO) run ./hack/release -version '$(RELEASE_VERSION)' -repository $(RELEASE_REPO) \
 		$(if $(filter 1,$(ALLOW_DIRTY)),-allow-dirty)
 
-## bench: run the benchmarks (not part of make test).
-bench: k8s-bins
+## bench: run the benchmarks (not part of make test); kwok simulates the census benchmark's nodes.
+bench: k8s-bins kwok
 	$(GO) test -run '^$$' -bench . -benchmem $(addsuffix /...,$(MODULES))
+
+## kwok: install kwok (fake nodes and pod lifecycles, for make bench) into .bin/kwok.
+.PHONY: kwok
+kwok:
+	@hack/tools.sh kwok $(BIN_DIR)/kwok
 
 ## plots: render every docs/data/*.tsv as SVG plots in docs/img (the plots of each file: docs/data/plots.json).
 .PHONY: plots

@@ -11,7 +11,27 @@
 #   curl      a client of hotcert proxy in its tests (python3 is also its backend)
 # Nothing is installed when every tool is there. Without root or apt-get, it says
 # what to install and fails.
+#
+# `hack/tools.sh kwok DIR` (make bench only) installs kwok v0.8.0 with go install
+# into DIR, with the stages of its "fast" node and pod lifecycles (the YAML its
+# module ships) in DIR/stages: fake nodes on which pods become Running, with a
+# podIP and start times, on the tests' own API server. About a minute cold
+# (download and build), nothing once installed.
 set -euo pipefail
+
+if [ "${1:-}" = kwok ]; then
+	dir=${2:?usage: hack/tools.sh kwok DIR}
+	version=v0.8.0
+	[ -x "$dir/kwok" ] && [ -f "$dir/stages/pod-ready.yaml" ] && [ "$(cat "$dir/.version" 2>/dev/null)" = "$version" ] && exit 0
+	echo "tools: installing kwok $version into $dir..."
+	mkdir -p "$dir/stages"
+	GOBIN="$(cd "$dir" && pwd)" GOFLAGS=-mod=mod go install "sigs.k8s.io/kwok/cmd/kwok@$version"
+	mod=$(go mod download -json "sigs.k8s.io/kwok@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	cp "$mod"/kustomize/stage/node/fast/node-initialize.yaml "$mod"/kustomize/stage/pod/fast/pod-*.yaml "$dir/stages/"
+	chmod u+w "$dir"/stages/*.yaml
+	echo "$version" >"$dir/.version"
+	exit 0
+fi
 
 need=()
 command -v openssl >/dev/null || need+=(openssl)

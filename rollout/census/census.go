@@ -6,10 +6,10 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -39,9 +39,11 @@ type Census struct {
 	events record.EventRecorder
 
 	triggers *triggers // wakes a rotation when an object it reads changes
+	records  *records  // builds the pod records (the pod informer's transform)
+	pods     *podIndex // the pod records, by namespace
 
 	mu       sync.Mutex
-	last     map[string]time.Time               // rotation -> when its last census was taken
+	last     map[string]time.Time               // rotation -> when its last census was taken (real time, see spacing)
 	seenPCRs map[string]map[types.UID]time.Time // rotation -> issued PodCertificateRequest -> first seen
 }
 
@@ -52,7 +54,7 @@ func New(o Options) (*Census, error) {
 	if err != nil {
 		return nil, fmt.Errorf("census: registering metrics: %w", err)
 	}
-	return &Census{opts: o, metrics: m, last: map[string]time.Time{}, seenPCRs: map[string]map[types.UID]time.Time{}}, nil
+	return &Census{opts: o, metrics: m, records: newRecords(), pods: newPodIndex(), last: map[string]time.Time{}, seenPCRs: map[string]map[types.UID]time.Time{}}, nil
 }
 
 // SetupWithManager registers the controller: it reconciles each
@@ -75,21 +77,25 @@ func (c *Census) SetupWithManager(mgr manager.Manager) error {
 	})); err != nil {
 		return fmt.Errorf("census: %w", err)
 	}
-	all := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+	// The pod informer is made now, so that it starts, and syncs, with the
+	// manager's cache.
+	pods, err := podInformer(context.Background(), mgr.GetCache())
+	if err != nil {
+		return err
+	}
+	wake := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		list := &v1alpha1.TrustRotationList{}
 		if err := c.cache.List(ctx, list); err != nil {
-			return nil
+			return
 		}
-		reqs := make([]reconcile.Request, 0, len(list.Items))
 		for _, r := range list.Items {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&r)})
+			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&r)})
 		}
-		return reqs
-	})
+	}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("hotcert-census").
 		For(&v1alpha1.TrustRotation{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Pod{}, all).
+		WatchesRawSource(&podSource{informer: pods, index: c.pods, wake: wake}).
 		WatchesRawSource(source.Channel(c.triggers.events, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1, SkipNameValidation: ptr.To(c.opts.SkipNameValidation)}).
 		Complete(reconcile.Func(c.reconcile))

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -302,12 +303,14 @@ func TestCensusOfARotation(t *testing.T) {
 		Trust:              []v1alpha1.TrustObject{{ConfigMap: &v1alpha1.ObjectKey{Namespace: ns, Name: "ca", Key: "ca.crt"}}},
 		ServerCertificates: []v1alpha1.ServerCertificate{{Namespace: ns, Name: "cp-tls", Port: "https", ServerName: "cp.example"}},
 		Evidence:           v1alpha1.Evidence{Scrape: &v1alpha1.ScrapeSource{Port: "metrics"}},
-		Propagation:        v1alpha1.Propagation{Volume: &metav1.Duration{Duration: time.Second}},
 	}})
 	t.Cleanup(func() {
 		_ = env.Client().Delete(context.Background(), &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	})
-	startCensus(t)
+	// The census judges by a clock the test moves past the kubelet's delay
+	// (the default, 2m) instead of waiting for it.
+	clk := clocktesting.NewFakePassiveClock(time.Now().Truncate(time.Second))
+	startCensusWith(t, census.Options{Interval: 300 * time.Millisecond, MinSpacing: 50 * time.Millisecond, Clock: clk})
 
 	// The first census: the library process reports both CAs, the server
 	// serves a leaf of the new CA; the subPath consumer and the one that
@@ -337,7 +340,7 @@ func TestCensusOfARotation(t *testing.T) {
 
 	// Both restart after the change could reach them (their new containers
 	// read the bundle at start): proven by start time.
-	restart := afterDelay(tr.Status.Trust[0].NewSince.Time)
+	restart := afterDelay(clk, tr.Status.Trust[0].NewSince.Time, census.DefaultVolumeDelay)
 	setStarted(t, ns, "subpath", restart)
 	setStarted(t, ns, "liar", restart)
 	tr = waitRotation(t, name, "add-new-ca and switch-server-cert done", func(tr *v1alpha1.TrustRotation) bool {
@@ -365,7 +368,7 @@ func TestCensusOfARotation(t *testing.T) {
 	if rm.Status != metav1.ConditionFalse || rm.Reason != v1alpha1.ReasonUnproven || straggler(tr, "subpath") == nil || straggler(tr, "liar") == nil {
 		t.Fatalf("remove-old-ca %+v, stragglers %+v: the consumers that read at start before the removal still trust CA-2025", rm, tr.Status.Stragglers)
 	}
-	restart = afterDelay(tr.Status.Trust[0].OldGoneSince.Time)
+	restart = afterDelay(clk, tr.Status.Trust[0].OldGoneSince.Time, census.DefaultVolumeDelay)
 	setStarted(t, ns, "subpath", restart)
 	setStarted(t, ns, "liar", restart)
 	tr = waitRotation(t, name, "the rotation complete", func(tr *v1alpha1.TrustRotation) bool {
@@ -385,14 +388,14 @@ func TestCensusOfARotation(t *testing.T) {
 	}
 }
 
-// afterDelay waits until the propagation delay the test's rotation sets (1s)
-// has passed since a change the census saw at since, as a container
-// restarting then would, and returns the time.
-func afterDelay(since time.Time) time.Time {
-	if d := time.Until(since.Add(time.Second)); d > 0 {
-		time.Sleep(d)
-	}
-	return time.Now()
+// afterDelay moves the census's clock to when the kubelet's delay for a
+// volume (census.DefaultVolumeDelay) has passed since a change the census saw
+// at since, as a container restarting then would see it, and returns that
+// time.
+func afterDelay(clk *clocktesting.FakePassiveClock, since time.Time, delay time.Duration) time.Time {
+	at := since.Add(delay)
+	clk.SetTime(at)
+	return at
 }
 
 // waitEvents waits for n Events of reason on the TrustRotation name.

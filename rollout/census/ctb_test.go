@@ -2,6 +2,7 @@ package census_test
 
 import (
 	"context"
+	clocktesting "k8s.io/utils/clock/testing"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
+	"github.com/hotcert/hotcert/rollout/census"
 )
 
 // TestCensusOfAClusterTrustBundleProjection: a pod projecting a
@@ -105,7 +107,8 @@ func TestCensusOfClusterTrustBundleSelectors(t *testing.T) {
 	t.Cleanup(func() {
 		_ = env.Client().Delete(context.Background(), &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	})
-	startCensus(t)
+	clk := clocktesting.NewFakePassiveClock(time.Now().Truncate(time.Second))
+	startCensusWith(t, census.Options{Interval: 300 * time.Millisecond, MinSpacing: 50 * time.Millisecond, Clock: clk})
 
 	tr := waitRotation(t, name, "the census of both selections", func(tr *v1alpha1.TrustRotation) bool {
 		return tr.Status.Consumers.Total == 2 && straggler(tr, "ring-2") != nil
@@ -133,7 +136,7 @@ func TestCensusOfClusterTrustBundleSelectors(t *testing.T) {
 	tr = waitRotation(t, name, "every selection holds the new CA", func(tr *v1alpha1.TrustRotation) bool {
 		return tr.Status.Trust[0].NewSince != nil
 	})
-	restart := afterDelay(tr.Status.Trust[0].NewSince.Time)
+	restart := afterDelay(clk, tr.Status.Trust[0].NewSince.Time, time.Second) // the rotation's declared delay
 	setStarted(t, ns, "ring-1", restart)
 	setStarted(t, ns, "ring-2", restart)
 	waitRotation(t, name, "add-new-ca done", func(tr *v1alpha1.TrustRotation) bool {

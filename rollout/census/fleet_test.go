@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	clocktesting "k8s.io/utils/clock/testing"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -148,7 +149,8 @@ func TestCensusOfAMixedFleet(t *testing.T) {
 	t.Cleanup(func() {
 		_ = env.Client().Delete(context.Background(), &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	})
-	startCensusWith(t, census.Options{Interval: fleetCensus, MinSpacing: 50 * time.Millisecond})
+	clk := clocktesting.NewFakePassiveClock(time.Now().Truncate(time.Second))
+	startCensusWith(t, census.Options{Interval: fleetCensus, MinSpacing: 50 * time.Millisecond, Clock: clk})
 
 	const cm, ctbObj, secret = "ca", "ctb", "cp-tls"
 	fleet := []truth{
@@ -172,7 +174,7 @@ func TestCensusOfAMixedFleet(t *testing.T) {
 
 	// openssl s_server starts after the change could reach it: it read the
 	// bundle at start, proven by its start time.
-	sslStart := afterDelay(newSince) // the declared volume delay (1s) after the census saw the new CA
+	sslStart := afterDelay(clk, newSince, fleetVolumeDelay) // the declared volume delay (1s) after the census saw the new CA
 	startOpenSSLTrusting(t, ip, ca2026.MustIssue(), caFile)
 	createFleetPod(t, ns, "openssl", sslStart, "", fleetVolume{"ca", caVol})
 	fleet = slices.Insert(fleet, 4, truth{"openssl", cm, v1alpha1.EvidenceRestarted, "both"})
@@ -207,7 +209,7 @@ func TestCensusOfAMixedFleet(t *testing.T) {
 	// The liar and the projection's pod restart after the delays: proven by
 	// start time. Only the subPath consumer is left, and it keeps
 	// remove-old-ca from being safe.
-	restart := afterDelay(ctbSince.Add(fleetCTBDelay - fleetVolumeDelay)) // the projection's delay after the census saw the new CA
+	restart := afterDelay(clk, ctbSince, fleetCTBDelay) // the projection's delay after the census saw the new CA
 	setStarted(t, ns, "liar", restart)
 	setStarted(t, ns, "ctb", restart)
 	for i, k := range fleet {
@@ -226,7 +228,7 @@ func TestCensusOfAMixedFleet(t *testing.T) {
 
 	// It restarts: every step before remove-old-ca is done, and removing
 	// the old CA is safe (in progress: the objects still hold it).
-	setStarted(t, ns, "subpath", time.Now())
+	setStarted(t, ns, "subpath", clk.Now())
 	tr = waitRotation(t, name, "remove-old-ca safe", func(tr *v1alpha1.TrustRotation) bool {
 		c := condition(tr, v1alpha1.StepSwitchServerCert)
 		return c != nil && c.Status == metav1.ConditionTrue

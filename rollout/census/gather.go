@@ -17,10 +17,11 @@ import (
 	"github.com/hotcert/hotcert/rollout/internal/census/evidence"
 )
 
-// listPods lists, from the cache, the running pods that may consume
-// objects: those of the objects' namespaces, or of every namespace when a
-// ClusterTrustBundle is among them; of the namespaces in scope only.
-func listPods(ctx context.Context, cache client.Reader, objects []core.State, sc scope) ([]*corev1.Pod, error) {
+// listPods lists, from the pod index, the records of the running pods that
+// may consume objects: those of the objects' namespaces, or of every
+// namespace when a ClusterTrustBundle is among them; of the namespaces in
+// scope only.
+func listPods(pods *podIndex, objects []core.State, sc scope) []*podRecord {
 	namespaces := map[string]bool{}
 	for _, o := range objects {
 		if o.Namespace == "" {
@@ -29,35 +30,31 @@ func listPods(ctx context.Context, cache client.Reader, objects []core.State, sc
 		}
 		namespaces[o.Namespace] = true
 	}
-	var pods []*corev1.Pod
+	var records []*podRecord
 	for ns := range namespaces {
 		if ns != "" && !sc.contains(ns) {
 			continue
 		}
-		list := &corev1.PodList{}
-		if err := cache.List(ctx, list, client.InNamespace(ns)); err != nil {
-			return nil, fmt.Errorf("listing pods: %w", err)
-		}
-		for i := range list.Items {
-			p := &list.Items[i]
-			if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || !sc.contains(p.Namespace) {
-				continue
+		pods.each(ns, func(r *podRecord) {
+			if !r.gone && sc.contains(r.namespace) {
+				records = append(records, r)
 			}
-			pods = append(pods, p)
-		}
+		})
 	}
-	return pods, nil
+	return records
 }
 
-// consumers returns the pods that consume objects, with the cached pods, by
-// key.
-func consumers(pods []*corev1.Pod, objects []core.Object) ([]core.Pod, map[string]*corev1.Pod) {
-	var out []core.Pod
-	byKey := map[string]*corev1.Pod{}
-	for _, p := range pods {
-		if cp, ok := core.PodOf(p, objects); ok {
+// consumers returns the pods of records that consume objects, with their
+// records, by key.
+func consumers(records []*podRecord, objects []core.Object) ([]core.Pod, map[string]*podRecord) {
+	out := make([]core.Pod, 0, len(records))
+	byKey := make(map[string]*podRecord, len(records))
+	var p corev1.Pod
+	for _, r := range records {
+		r.fill(&p)
+		if cp, ok := core.PodOf(&p, objects); ok {
 			out = append(out, cp)
-			byKey[cp.Key()] = p
+			byKey[cp.Key()] = r
 		}
 	}
 	return out, byKey
@@ -71,7 +68,7 @@ type gatherer struct {
 	oldCA  side
 	newCA  side
 	pods   []core.Pod
-	byKey  map[string]*corev1.Pod
+	byKey  map[string]*podRecord
 	states []core.State
 }
 
@@ -100,12 +97,12 @@ func (g *gatherer) reports(ctx context.Context) (map[string][]core.Report, strin
 	}
 	out := map[string][]core.Report{}
 	var mu sync.Mutex
-	g.each(func(key string, p *corev1.Pod) {
-		container, port, ok := containerPort(p, s.Port)
-		if !ok || p.Status.PodIP == "" {
+	g.each(func(key string, p *podRecord) {
+		container, port, ok := containerPort(p.spec, s.Port)
+		if !ok || p.ip == "" {
 			return
 		}
-		url := fmt.Sprintf("http://%s%s", net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(port))), path)
+		url := fmt.Sprintf("http://%s%s", net.JoinHostPort(p.ip, strconv.Itoa(int(port))), path)
 		r, ok, err := evidence.Scrape(ctx, g.c.opts.HTTPClient, url, s.MetricPrefix, container)
 		if err != nil || !ok {
 			return
@@ -188,7 +185,7 @@ func (g *gatherer) served(ctx context.Context) map[string][]core.Served {
 }
 
 // each runs f for every consuming pod, Concurrency at a time.
-func (g *gatherer) each(f func(key string, p *corev1.Pod)) {
+func (g *gatherer) each(f func(key string, p *podRecord)) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, g.c.opts.Concurrency)
 	for key, p := range g.byKey {
@@ -203,8 +200,8 @@ func (g *gatherer) each(f func(key string, p *corev1.Pod)) {
 }
 
 // containerPort finds the container port named (or numbered) port.
-func containerPort(p *corev1.Pod, port string) (container string, number int32, ok bool) {
-	for _, c := range p.Spec.Containers {
+func containerPort(spec *corev1.PodSpec, port string) (container string, number int32, ok bool) {
+	for _, c := range spec.Containers {
 		for _, cp := range c.Ports {
 			if cp.Name == port || strconv.Itoa(int(cp.ContainerPort)) == port {
 				return c.Name, cp.ContainerPort, true

@@ -231,7 +231,7 @@ func (b *bundles) union(ctx context.Context, r client.Reader, o core.Object, old
 // spec.trust entry names, one object per selector the pods' projections of
 // that signer use (each gets the union of the bundles its selector matches,
 // read from the API server), dated with the entry.
-func projectedSelections(ctx context.Context, r client.Reader, states []core.State, pods []*corev1.Pod, oldCA, newCA side) []core.State {
+func projectedSelections(ctx context.Context, r client.Reader, states []core.State, pods []*podRecord, oldCA, newCA side) []core.State {
 	entry := map[string]int{} // signer -> the origin of the entry naming it
 	have := map[core.SignerSelection]bool{}
 	for _, s := range states {
@@ -247,8 +247,10 @@ func projectedSelections(ctx context.Context, r client.Reader, states []core.Sta
 	}
 	var b bundles
 	var out []core.State
-	for _, p := range pods {
-		for _, sel := range core.SignerSelections(p) {
+	var p corev1.Pod
+	for _, rec := range pods {
+		rec.fill(&p)
+		for _, sel := range core.SignerSelections(&p) {
 			origin, ok := entry[sel.Signer]
 			if !ok || have[sel] {
 				continue

@@ -55,7 +55,10 @@ type Options struct {
 	// registry); MetricsPrefix prefixes them (default hotcert).
 	Registerer    prometheus.Registerer
 	MetricsPrefix string
-	// Clock is the controller's clock (default the real one).
+	// Clock is the time the census judges by and stamps the status with
+	// (when an object was first seen holding the new CA, conditions'
+	// transitions), default the real one. The pacing of censuses (Interval,
+	// MinSpacing) runs in real time, as the work queue does.
 	Clock clock.PassiveClock
 	// Namespaces and NamespaceSelector, when set, restrict the census to
 	// the pods of those namespaces (of the namespaces whose labels match;

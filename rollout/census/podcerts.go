@@ -31,7 +31,7 @@ import (
 // certificate of a signer that spec.serverCertificates names. seen holds,
 // for each issued request seen before, when it was first seen; it is
 // updated to the requests seen now.
-func podCertificates(ctx context.Context, r client.Reader, certs []v1alpha1.ServerCertificate, pods []*corev1.Pod,
+func podCertificates(ctx context.Context, r client.Reader, certs []v1alpha1.ServerCertificate, pods []*podRecord,
 	oldCA, newCA side, seen map[types.UID]time.Time, now time.Time) []core.State {
 	entry := map[string]int{}
 	for i, sc := range certs {
@@ -43,16 +43,18 @@ func podCertificates(ctx context.Context, r client.Reader, certs []v1alpha1.Serv
 		return nil
 	}
 	type want struct {
-		pod    *corev1.Pod
+		pod    *podRecord
 		signer string
 	}
 	var wants []want
 	namespaces := map[string]bool{}
-	for _, p := range pods {
-		for _, s := range core.PodCertificateSigners(p) {
+	var p corev1.Pod
+	for _, r := range pods {
+		r.fill(&p)
+		for _, s := range core.PodCertificateSigners(&p) {
 			if _, ok := entry[s]; ok {
-				wants = append(wants, want{p, s})
-				namespaces[p.Namespace] = true
+				wants = append(wants, want{r, s})
+				namespaces[r.namespace] = true
 			}
 		}
 	}
@@ -92,13 +94,13 @@ func podCertificates(ctx context.Context, r client.Reader, certs []v1alpha1.Serv
 	}
 	out := make([]core.State, 0, len(wants))
 	for _, w := range wants {
-		o := core.Object{Kind: core.KindPodCertificate, Namespace: w.pod.Namespace, Name: w.pod.Name, SignerName: w.signer,
+		o := core.Object{Kind: core.KindPodCertificate, Namespace: w.pod.namespace, Name: w.pod.name, SignerName: w.signer,
 			Role: core.RoleServer, Origin: entry[w.signer]}
 		s := core.State{Object: o}
-		pcr := newest[key{w.pod.UID, w.signer}]
+		pcr := newest[key{w.pod.uid, w.signer}]
 		switch {
-		case listErr[w.pod.Namespace] != nil:
-			s.Err = listErr[w.pod.Namespace].Error()
+		case listErr[w.pod.namespace] != nil:
+			s.Err = listErr[w.pod.namespace].Error()
 		case pcr == nil:
 			s.Err = "no issued PodCertificateRequest of signer " + w.signer + " for this pod"
 		default:

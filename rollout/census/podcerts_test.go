@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/x509"
+	clocktesting "k8s.io/utils/clock/testing"
 	"net"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
+	"github.com/hotcert/hotcert/rollout/census"
 )
 
 // TestCensusOfPodCertificates: a TrustRotation names a signer whose pod
@@ -58,7 +60,8 @@ func TestCensusOfPodCertificates(t *testing.T) {
 	t.Cleanup(func() {
 		_ = env.Client().Delete(context.Background(), &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	})
-	startCensus(t)
+	clk := clocktesting.NewFakePassiveClock(time.Now().Truncate(time.Second))
+	startCensusWith(t, census.Options{Interval: 300 * time.Millisecond, MinSpacing: 50 * time.Millisecond, Clock: clk})
 
 	tr := waitRotation(t, name, "the census of the pod certificates", func(tr *v1alpha1.TrustRotation) bool {
 		return tr.Status.Next == v1alpha1.StepSwitchServerCert && tr.Status.Consumers.Total == 2
@@ -87,7 +90,7 @@ func TestCensusOfPodCertificates(t *testing.T) {
 	if q == nil || q.Evidence != v1alpha1.EvidenceUnknown || !strings.Contains(q.Reason, "before a leaf issued by CA-2026 was put in the "+signer+" pod certificate of pod "+ns+"/quiet") {
 		t.Fatalf("the quiet pod: straggler %+v", q)
 	}
-	seen := time.Now().Truncate(time.Second).Add(time.Second) // the census saw the quiet pod's request issued before
+	seen := clk.Now() // when the census saw the quiet pod's request issued before (the clock stands still)
 
 	// The kubelet renews the server's certificate: a newer request, issued
 	// by the new CA; the server serves it.
@@ -99,7 +102,7 @@ func TestCensusOfPodCertificates(t *testing.T) {
 	}
 	// The quiet pod restarts after the delay since the census saw its
 	// request issued.
-	setStarted(t, ns, "quiet", afterDelay(seen))
+	setStarted(t, ns, "quiet", afterDelay(clk, seen, time.Second))
 	tr = waitRotation(t, name, "switch-server-cert done", func(tr *v1alpha1.TrustRotation) bool {
 		c := condition(tr, v1alpha1.StepSwitchServerCert)
 		return c != nil && c.Status == metav1.ConditionTrue

@@ -25,7 +25,7 @@ import (
 
 // freePort returns a TCP port free on ip (for programs that take a port,
 // not a listener).
-func freePort(t *testing.T, ip string) int {
+func freePort(t testing.TB, ip string) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {

@@ -53,11 +53,13 @@ func (c *Census) reconcile(ctx context.Context, req reconcile.Request) (reconcil
 
 // spacing is how long to wait before the next census of tr (0: take it
 // now): pod events are coalesced into one census per MinSpacing; a changed
-// spec is taken at once.
+// spec is taken at once. It is measured in real time, as the work queue's
+// RequeueAfter is, never on Options.Clock: a clock that a test holds still
+// (or that jumps) must not hold every census back.
 func (c *Census) spacing(tr *v1alpha1.TrustRotation) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := c.opts.Clock.Now()
+	now := time.Now()
 	last, ok := c.last[tr.Name]
 	if ok && tr.Status.ObservedGeneration == tr.Generation {
 		if wait := last.Add(c.opts.MinSpacing).Sub(now); wait > 0 {
@@ -103,10 +105,7 @@ func (c *Census) census(ctx context.Context, tr *v1alpha1.TrustRotation, oldCA, 
 	if slices.ContainsFunc(signers, func(s string) bool { return s != "" }) {
 		read = append(read, core.State{}) // pod certificates: pods of every namespace
 	}
-	listed, err := listPods(ctx, c.cache, read, sc)
-	if err != nil {
-		return nil, fmt.Errorf("census: %s: %w", tr.Name, err)
-	}
+	listed := listPods(c.pods, read, sc)
 	states = append(states, projectedSelections(ctx, c.api, states, listed, oldCA, newCA)...)
 	servers = append(servers, podCertificates(ctx, c.api, spec.ServerCertificates, listed, oldCA, newCA, c.pcrSeen(tr.Name), now)...)
 	st := &v1alpha1.TrustRotationStatus{ObservedGeneration: tr.Generation}

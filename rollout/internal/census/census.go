@@ -41,6 +41,13 @@ type Result struct {
 // Take takes the census of in.
 func Take(in Input) Result {
 	var r Result
+	n := 0
+	for _, p := range in.Pods {
+		n += len(p.Uses)
+	}
+	// Sized once: at 10,000 pods the consumers are the census's largest
+	// allocation (a few MiB), and growing the slice would allocate it twice.
+	r.Consumers = make([]Consumer, 0, n)
 	for _, p := range in.Pods {
 		ack := ""
 		if in.Acknowledged != nil {
@@ -163,6 +170,20 @@ type judgement struct {
 	r  *Result
 	// blockers are, per step, its stragglers.
 	blockers map[string][]v1alpha1.Straggler
+	// objectNames are the objects' String(), by index, made once: every
+	// straggler of every step names its object.
+	objectNames []string
+}
+
+// objectName is the String() of object i.
+func (j *judgement) objectName(i int) string {
+	if j.objectNames == nil {
+		j.objectNames = make([]string, len(j.in.Objects))
+		for k, o := range j.in.Objects {
+			j.objectNames[k] = o.Object.String()
+		}
+	}
+	return j.objectNames[i]
 }
 
 // step judges one step: safe is whether the steps before it are done; it is
@@ -202,7 +223,7 @@ func (j *judgement) step(name string, safe bool, role Role, objOK func(State) bo
 			unprovable++ // what is left cannot be proven until it restarts or reports
 		}
 		cons = append(cons, v1alpha1.Straggler{Namespace: k.Pod.Namespace, Pod: k.Pod.Name, Container: k.Use.Container,
-			Object: k.Object.Object.String(), How: string(k.Use.How), Evidence: f.Evidence, Step: name, Reason: f.Why})
+			Object: j.objectName(k.Use.Object), How: string(k.Use.How), Evidence: f.Evidence, Step: name, Reason: f.Why})
 	}
 	j.blockers[name] = append(objs, cons...)
 	count := fmt.Sprintf("%d/%d consumers proven to %s", proven, total, verb)

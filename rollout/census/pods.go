@@ -1,0 +1,213 @@
+package census
+
+import (
+	"hash/maphash"
+	"maps"
+	"reflect"
+	"slices"
+	"strconv"
+	"time"
+	"unique"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// podRecord is what the census keeps of a pod: about 300 bytes with the
+// informer's and the index's entries, where even a stripped *corev1.Pod
+// takes more than 1,240 bytes of struct alone. What every pod of a
+// ReplicaSet has alike — the reduced spec, the labels — is shared between
+// them (see interner); what is the pod's own is its name, IP, the start time
+// of each running container and whether it is going.
+//
+// A record is immutable once built: the informer's store, the census's
+// index and every census read the same one.
+type podRecord struct {
+	namespace, name, resourceVersion string
+	uid                              types.UID          // to match a pod's PodCertificateRequests
+	labels                           *map[string]string // shared; nil for none
+	spec                             *corev1.PodSpec    // shared, reduced (reducedSpec)
+	ip                               string
+	gone                             bool // being deleted, or its containers have all exited (Succeeded, Failed)
+	started                          []containerStart
+}
+
+// containerStart is when a running container started.
+type containerStart struct {
+	container string // the spec's string
+	init      bool   // a sidecar (an init container that keeps running)
+	at        int64  // Unix nanoseconds
+}
+
+// GetObjectMeta lets client-go's informer key, index and compare records
+// (meta.Accessor): their name, namespace and resourceVersion.
+func (r *podRecord) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: r.namespace, Name: r.name, ResourceVersion: r.resourceVersion}
+}
+
+func (r *podRecord) key() string { return r.namespace + "/" + r.name }
+
+func (r *podRecord) labelSet() map[string]string {
+	if r.labels == nil {
+		return nil
+	}
+	return *r.labels
+}
+
+// fill makes p the record as a Pod, what rollout/internal/census reads:
+// metadata, the reduced spec, IP and the running containers' start times.
+// p shares the record's spec and labels: it must not be changed, and it is
+// reused from one record to the next (fill keeps its status slices) so that
+// a census of 10,000 pods does not allocate 10,000 Pods.
+func (r *podRecord) fill(p *corev1.Pod) {
+	cs, is := p.Status.ContainerStatuses[:0], p.Status.InitContainerStatuses[:0]
+	*p = corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: r.name, UID: r.uid, Labels: r.labelSet()},
+		Spec: *r.spec, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: r.ip}}
+	for _, s := range r.started {
+		st := corev1.ContainerStatus{Name: s.container, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{
+			StartedAt: metav1.NewTime(time.Unix(0, s.at))}}}
+		if s.init {
+			is = append(is, st)
+		} else {
+			cs = append(cs, st)
+		}
+	}
+	p.Status.ContainerStatuses, p.Status.InitContainerStatuses = cs, is
+}
+
+// records builds pod records, sharing what pods have alike.
+type records struct {
+	specs  *interner[corev1.PodSpec]
+	labels *interner[map[string]string]
+}
+
+func newRecords() *records {
+	return &records{
+		specs: newInterner(func(h *maphash.Hash, s *corev1.PodSpec) {
+			b, _ := s.Marshal() // the protobuf encoding: deterministic for what a reduced spec holds (no maps)
+			h.Write(b)
+		}, func(a, b *corev1.PodSpec) bool { return reflect.DeepEqual(a, b) }),
+		labels: newInterner(func(h *maphash.Hash, m *map[string]string) {
+			for _, k := range slices.Sorted(maps.Keys(*m)) {
+				h.WriteString(k)
+				h.WriteByte(0)
+				h.WriteString((*m)[k])
+				h.WriteByte(0)
+			}
+		}, func(a, b *map[string]string) bool { return maps.Equal(*a, *b) }),
+	}
+}
+
+// transform is the pod informer's transform: it turns a Pod into its
+// record. Anything else (a tombstone, a record already) passes unchanged.
+func (rs *records) transform(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	return rs.record(p), nil
+}
+
+func (rs *records) record(p *corev1.Pod) *podRecord {
+	r := &podRecord{
+		namespace: unique.Make(p.Namespace).Value(), name: p.Name, resourceVersion: p.ResourceVersion, uid: p.UID, ip: p.Status.PodIP,
+		gone: p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
+	}
+	if len(p.Labels) > 0 {
+		l := maps.Clone(p.Labels)
+		r.labels = rs.labels.intern(&l)
+	}
+	r.spec = rs.specs.intern(reducedSpec(&p.Spec))
+	r.started = startTimes(r.spec, p.Status)
+	return r
+}
+
+// startTimes lists the start times of the running containers (and sidecars)
+// of a pod whose reduced spec is spec.
+func startTimes(spec *corev1.PodSpec, st corev1.PodStatus) []containerStart {
+	var out []containerStart
+	add := func(containers []corev1.Container, statuses []corev1.ContainerStatus, init bool) {
+		for _, s := range statuses {
+			r := s.State.Running
+			if r == nil || r.StartedAt.IsZero() {
+				continue
+			}
+			i := slices.IndexFunc(containers, func(c corev1.Container) bool { return c.Name == s.Name })
+			if i < 0 {
+				continue // a container the reduced spec does not keep (an init container that exits)
+			}
+			out = append(out, containerStart{container: containers[i].Name, init: init, at: r.StartedAt.UnixNano()})
+		}
+	}
+	add(spec.Containers, st.ContainerStatuses, false)
+	add(spec.InitContainers, st.InitContainerStatuses, true)
+	return out
+}
+
+// reducedSpec is what the census reads of a pod's spec, the same for every
+// pod of a ReplicaSet so that they share one:
+//   - the volumes that can carry an object the census follows — Secret,
+//     ConfigMap and projected volumes, each projected volume without its
+//     serviceAccountToken and downwardAPI sources (it keeps the rest:
+//     secret, configMap, clusterTrustBundle, podCertificate) — renamed v0,
+//     v1, … in order, their mounts with them: the name of the volume that
+//     the API server adds for the service account token ends in random
+//     letters, different in each pod, and no volume's name is judged;
+//   - of each container (and sidecar: an init container with restartPolicy
+//     Always), its name, ports (name and number), the mounts of those
+//     volumes (path, subPath, subPathExpr), its env references to Secrets and
+//     ConfigMaps (never a value: it may be secret) and envFrom.
+func reducedSpec(in *corev1.PodSpec) *corev1.PodSpec {
+	out := &corev1.PodSpec{}
+	names := map[string]string{}
+	for _, v := range in.Volumes {
+		src := corev1.VolumeSource{Secret: v.Secret, ConfigMap: v.ConfigMap}
+		if pr := v.Projected; pr != nil {
+			var sources []corev1.VolumeProjection
+			for _, s := range pr.Sources {
+				s.ServiceAccountToken, s.DownwardAPI = nil, nil
+				if s != (corev1.VolumeProjection{}) {
+					sources = append(sources, s)
+				}
+			}
+			if len(sources) > 0 {
+				src.Projected = &corev1.ProjectedVolumeSource{Sources: sources, DefaultMode: pr.DefaultMode}
+			}
+		}
+		if src == (corev1.VolumeSource{}) {
+			continue
+		}
+		n := "v" + strconv.Itoa(len(out.Volumes))
+		names[v.Name] = n
+		out.Volumes = append(out.Volumes, corev1.Volume{Name: n, VolumeSource: src})
+	}
+	out.Containers = reducedContainers(in.Containers, names, false)
+	out.InitContainers = reducedContainers(in.InitContainers, names, true)
+	return out
+}
+
+func reducedContainers(in []corev1.Container, volumes map[string]string, sidecarsOnly bool) []corev1.Container {
+	var out []corev1.Container
+	for _, c := range in {
+		if sidecarsOnly && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+			continue
+		}
+		k := corev1.Container{Name: c.Name, RestartPolicy: c.RestartPolicy, EnvFrom: c.EnvFrom}
+		for _, p := range c.Ports {
+			k.Ports = append(k.Ports, corev1.ContainerPort{Name: p.Name, ContainerPort: p.ContainerPort})
+		}
+		for _, m := range c.VolumeMounts {
+			if n, ok := volumes[m.Name]; ok {
+				k.VolumeMounts = append(k.VolumeMounts, corev1.VolumeMount{Name: n, MountPath: m.MountPath, SubPath: m.SubPath, SubPathExpr: m.SubPathExpr})
+			}
+		}
+		for _, e := range c.Env {
+			if f := e.ValueFrom; f != nil && (f.SecretKeyRef != nil || f.ConfigMapKeyRef != nil) {
+				k.Env = append(k.Env, corev1.EnvVar{Name: e.Name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: f.SecretKeyRef, ConfigMapKeyRef: f.ConfigMapKeyRef}})
+			}
+		}
+		out = append(out, k)
+	}
+	return out
+}
