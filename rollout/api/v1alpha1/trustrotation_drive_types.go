@@ -97,7 +97,8 @@ type DriveStatus struct {
 	// Message says what the controller does or waits for, naming the
 	// consumers that hold it back.
 	Message string `json:"message,omitempty"`
-	// Steps records, per step taken, when it was started, written and done.
+	// Steps records, per step taken (and "rollback"), when it was started,
+	// written and done.
 	Steps []DriveStepStatus `json:"steps,omitempty"`
 	// Issuers are the Certificates' issuers as they were before the switch,
 	// recorded before any was changed (for Rollback).
@@ -107,6 +108,9 @@ type DriveStatus struct {
 	// Deadline is when the rotation should be complete: the old CA's
 	// earliest expiry less spec.drive.deadlineMargin.
 	Deadline *metav1.Time `json:"deadline,omitempty"`
+	// DeadlinePassed: the deadline passed before the rotation completed
+	// (reported once, with a Warning Event).
+	DeadlinePassed bool `json:"deadlinePassed,omitempty"`
 	// ObservedGeneration is the generation of the spec this progress
 	// follows; a Stopped rotation resumes once the spec changes.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -137,6 +141,11 @@ type DriveStepStatus struct {
 	Written       *metav1.Time `json:"written,omitempty"`
 	Done          *metav1.Time `json:"done,omitempty"`
 }
+
+// StepRollback names the rollback's entry in DriveStatus.Steps: its
+// CanaryWritten is when the Certificates got their issuers back, Written
+// when the new CA left the bundle.
+const StepRollback = "rollback"
 
 // RecordedIssuer is one Certificate's issuer before the switch.
 type RecordedIssuer struct {
