@@ -41,9 +41,14 @@ func (c *Census) reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		c.metrics.errors.WithLabelValues(tr.Name).Inc()
 		return reconcile.Result{}, err
 	}
+	d := c.drive(ctx, tr, status, now) // mode Drive: the next move (drive.go)
 	if err := c.write(ctx, tr, status); err != nil {
 		c.metrics.errors.WithLabelValues(tr.Name).Inc()
 		return reconcile.Result{}, err
+	}
+	c.emit(tr, d.events)
+	if d.again > 0 && d.again < c.opts.Interval {
+		return reconcile.Result{RequeueAfter: max(d.again, c.opts.MinSpacing)}, nil
 	}
 	return reconcile.Result{RequeueAfter: c.opts.Interval}, nil
 }

@@ -95,7 +95,9 @@ func TestInvalidDrivenTrustRotationsAreRefused(t *testing.T) {
 			"drive.reissue needs exactly one of certManager or external"},
 		{"certmanager-without-servers", func(s *v1alpha1.TrustRotationSpec) { s.ServerCertificates = nil },
 			"drive.reissue.certManager switches the Certificates of spec.serverCertificates"},
-		{"canary-external", func(s *v1alpha1.TrustRotationSpec) { s.Drive.Reissue = v1alpha1.Reissue{External: &v1alpha1.ExternalReissue{}} },
+		{"canary-external", func(s *v1alpha1.TrustRotationSpec) {
+			s.Drive.Reissue = v1alpha1.Reissue{External: &v1alpha1.ExternalReissue{}}
+		},
 			"a canary stages the switch of cert-manager Certificates"},
 		{"canary-both", func(s *v1alpha1.TrustRotationSpec) { s.Drive.Canary.Percent = 10 }, "a canary needs exactly one of percent or selector"},
 		{"canary-all", func(s *v1alpha1.TrustRotationSpec) { s.Drive.Canary = &v1alpha1.Canary{Percent: 100} }, "spec.drive.canary.percent"},

@@ -1,0 +1,472 @@
+package census_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
+
+	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
+	"github.com/hotcert/hotcert/rollout/census"
+	"github.com/hotcert/hotcert/rollout/internal/drive"
+)
+
+var installCertManagerCRD = sync.OnceValue(func() error {
+	data, err := os.ReadFile("testdata/cert-manager.io_certificates.yaml")
+	if err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(data, &u.Object); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := env.Client().Create(ctx, u); err != nil {
+		return err
+	}
+	for { // established: a list answers
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(certificateList)
+		if err := env.Client().List(ctx, l); err == nil {
+			return nil
+		} else if ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+})
+
+var certificateList = schema.GroupVersion{Group: "cert-manager.io", Version: "v1"}.WithKind("CertificateList")
+
+// runCensus runs a census controller (driving the rotations in mode Drive)
+// until stop is called or the test ends.
+func runCensus(t *testing.T) (stop func()) {
+	t.Helper()
+	c, err := census.New(census.Options{Interval: 300 * time.Millisecond, MinSpacing: 50 * time.Millisecond,
+		Registerer: prometheus.NewRegistry(), SkipNameValidation: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(env.Config(), ctrl.Options{Scheme: env.Scheme(), Cache: c.CacheOptions(cache.Options{}),
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("manager: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// fleet is a driven rotation's world: a ConfigMap bundle, a server
+// certificate Secret issued by a cert-manager Certificate, real consumer
+// processes, and the test playing the parts of cert-manager, the kubelet
+// and the rollout controller.
+type fleet struct {
+	t            *testing.T
+	ns, name     string
+	ip           string
+	ca2025       *hotcerttest.CA
+	ca2026       *hotcerttest.CA
+	cm           client.ObjectKey
+	issuers      map[string]*hotcerttest.CA
+	bundle       atomic.Pointer[[]byte]          // what the kubelet delivered to the volumes
+	serving      atomic.Pointer[tls.Certificate] // what the server's reloader holds
+	libs         []*libraryProcess
+	handshakes   atomic.Int64
+	failed       atomic.Int64
+	lastFailure  atomic.Pointer[string]
+	restartCount atomic.Int64
+}
+
+func newFleet(t *testing.T) *fleet {
+	t.Helper()
+	if err := installCertManagerCRD(); err != nil {
+		t.Fatalf("installing cert-manager's Certificate CRD: %v", err)
+	}
+	f := &fleet{t: t, ns: env.NewNamespace(t), ip: hostIP(t),
+		ca2025: hotcerttest.MustNewCA(hotcerttest.WithCommonName("CA-2025")),
+		ca2026: hotcerttest.MustNewCA(hotcerttest.WithCommonName("CA-2026"))}
+	f.name = "drive-" + f.ns
+	f.issuers = map[string]*hotcerttest.CA{"ca-2025": f.ca2025, "ca-2026": f.ca2026}
+	f.cm = client.ObjectKey{Namespace: f.ns, Name: "ca"}
+	create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "ca"}, Data: map[string]string{"ca.crt": string(f.ca2025.CertPEM)}})
+	b := f.ca2025.CertPEM
+	f.bundle.Store(&b)
+	leaf := f.ca2025.MustIssue(hotcerttest.WithDNSNames("cp.example"))
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "cp-tls"}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{"tls.crt": leaf.ChainPEM, "tls.key": leaf.KeyPEM, "ca.crt": f.ca2025.CertPEM}})
+	cert := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+		"metadata": map[string]any{"namespace": f.ns, "name": "cp"},
+		"spec":     map[string]any{"secretName": "cp-tls", "dnsNames": []any{"cp.example"}, "issuerRef": map[string]any{"name": "ca-2025", "kind": "ClusterIssuer"}}}}
+	create(t, cert)
+	return f
+}
+
+// rotation creates the driven TrustRotation.
+func (f *fleet) rotation(edit func(*v1alpha1.TrustRotationSpec)) {
+	spec := v1alpha1.TrustRotationSpec{Mode: v1alpha1.ModeDrive,
+		OldCA:              v1alpha1.CA{PEM: string(f.ca2025.CertPEM)},
+		NewCA:              v1alpha1.CA{PEM: string(f.ca2026.CertPEM)},
+		Trust:              []v1alpha1.TrustObject{{ConfigMap: &v1alpha1.ObjectKey{Namespace: f.ns, Name: "ca", Key: "ca.crt"}}},
+		ServerCertificates: []v1alpha1.ServerCertificate{{Namespace: f.ns, Name: "cp-tls", Port: "https", ServerName: "cp.example"}},
+		Evidence:           v1alpha1.Evidence{Scrape: &v1alpha1.ScrapeSource{Port: "metrics"}},
+		Propagation:        v1alpha1.Propagation{Volume: &metav1.Duration{Duration: time.Second}},
+		Drive: &v1alpha1.DriveSpec{
+			Bundle:  v1alpha1.DriveBundle{ConfigMap: &v1alpha1.ObjectKey{Namespace: f.ns, Name: "ca", Key: "ca.crt"}},
+			Reissue: v1alpha1.Reissue{CertManager: &v1alpha1.CertManagerReissue{IssuerRef: v1alpha1.IssuerRef{Name: "ca-2026", Kind: "ClusterIssuer"}}},
+		}}
+	if edit != nil {
+		edit(&spec)
+	}
+	create(f.t, &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: f.name}, Spec: spec})
+	f.t.Cleanup(func() {
+		_ = env.Client().Delete(context.Background(), &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: f.name}})
+	})
+}
+
+// libraryClient starts a hotcert library process consuming the bundle
+// (its metrics scraped); follow makes it reload what the kubelet delivers.
+func (f *fleet) libraryClient(name string, follow bool) *libraryProcess {
+	lib := startLibraryProcess(f.t, f.ca2025.MustIssue(), *f.bundle.Load())
+	createPod(f.t, f.ns, consumerPod{name: name, vol: configMapVolume("ca"), metricsPort: lib.port, started: time.Now().Add(-time.Hour)})
+	if follow {
+		f.libs = append(f.libs, lib)
+	}
+	return lib
+}
+
+// server starts a TLS server on the host IP serving the Secret cp-tls, with
+// a reloader that follows the Secret, and its pod and EndpointSlice.
+func (f *fleet) server() int {
+	t := f.t
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	ln, err := net.Listen("tcp", net.JoinHostPort(f.ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.TLS = &tls.Config{GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return f.serving.Load(), nil }}
+	f.loadServing()
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	_, p, _ := net.SplitHostPort(ln.Addr().String())
+	port, _ := strconv.Atoi(p)
+	createPod(t, f.ns, consumerPod{name: "server", vol: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "cp-tls"}}, started: time.Now().Add(-time.Hour)})
+	create(t, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: f.ns, Name: "cp-1", Labels: map[string]string{discoveryv1.LabelServiceName: "cp"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{f.ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: f.ns, Name: "server"}}},
+		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	})
+	return port
+}
+
+func (f *fleet) loadServing() {
+	s := &corev1.Secret{}
+	if err := env.Client().Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "cp-tls"}, s); err != nil {
+		return
+	}
+	c, err := tls.X509KeyPair(s.Data["tls.crt"], s.Data["tls.key"])
+	if err == nil {
+		f.serving.Store(&c)
+	}
+}
+
+// play runs, every 50ms until the test ends: cert-manager (a Certificate's
+// issuer issues into its Secret), the kubelet (the ConfigMap to the
+// volumes, the Secret to the server's reloader), the rollout controller
+// (restart-only pods restarted once a change could reach them, as a roll
+// would), and a client that handshakes with the server verifying against
+// the bundle its volume holds.
+func (f *fleet) play(port int, restartOnly ...string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	f.t.Cleanup(func() { cancel(); wg.Wait() })
+	wg.Go(func() {
+		var last []byte
+		rolled := map[time.Time]bool{} // the census's dates of a change, rolled for
+		for ctx.Err() == nil {
+			f.issue()
+			cm := &corev1.ConfigMap{}
+			if env.Client().Get(ctx, f.cm, cm) == nil && !bytes.Equal([]byte(cm.Data["ca.crt"]), last) {
+				last = []byte(cm.Data["ca.crt"])
+				b := bytes.Clone(last)
+				f.bundle.Store(&b)
+				for _, l := range f.libs {
+					l.load(f.t, b)
+				}
+			}
+			f.loadServing()
+			// A roll: the restart-only pods restart once the change can
+			// have reached their volumes (the propagation delay, 1s, after
+			// the census saw it).
+			tr := &v1alpha1.TrustRotation{}
+			if env.Client().Get(ctx, client.ObjectKey{Name: f.name}, tr) == nil && len(tr.Status.Trust) == 1 {
+				for _, since := range []*metav1.Time{tr.Status.Trust[0].NewSince, tr.Status.Trust[0].OldGoneSince} {
+					if since == nil || rolled[since.Time] || time.Since(since.Time) < 1100*time.Millisecond {
+						continue
+					}
+					for _, p := range restartOnly {
+						setStarted(f.t, f.ns, p, time.Now())
+					}
+					rolled[since.Time] = true
+					f.restartCount.Add(1)
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	wg.Go(func() {
+		addr := net.JoinHostPort(f.ip, strconv.Itoa(port))
+		for ctx.Err() == nil {
+			pool := x509.NewCertPool()
+			pool.AppendCertsFromPEM(*f.bundle.Load())
+			conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, &tls.Config{RootCAs: pool, ServerName: "cp.example"})
+			f.handshakes.Add(1)
+			if err != nil {
+				if ctx.Err() == nil {
+					f.failed.Add(1)
+					msg := err.Error()
+					f.lastFailure.Store(&msg)
+				}
+			} else {
+				conn.Close()
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
+// issue plays cert-manager: a Certificate whose Secret does not hold a leaf
+// of its issuer gets one.
+func (f *fleet) issue() {
+	ctx := context.Background()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersion{Group: "cert-manager.io", Version: "v1"}.WithKind("Certificate"))
+	if env.Client().Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "cp"}, u) != nil {
+		return
+	}
+	name, _, _ := unstructured.NestedString(u.Object, "spec", "issuerRef", "name")
+	ca := f.issuers[name]
+	s := &corev1.Secret{}
+	if ca == nil || env.Client().Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "cp-tls"}, s) != nil {
+		return
+	}
+	if bytes.Equal(s.Data["ca.crt"], ca.CertPEM) {
+		return
+	}
+	leaf := ca.MustIssue(hotcerttest.WithDNSNames("cp.example"))
+	s.Data = map[string][]byte{"tls.crt": leaf.ChainPEM, "tls.key": leaf.KeyPEM, "ca.crt": ca.CertPEM}
+	_ = env.Client().Update(ctx, s)
+}
+
+func drivePhase(tr *v1alpha1.TrustRotation) string {
+	if tr.Status.Drive == nil {
+		return ""
+	}
+	return tr.Status.Drive.Phase
+}
+
+func stepOf(tr *v1alpha1.TrustRotation, name string) v1alpha1.DriveStepStatus {
+	if tr.Status.Drive != nil {
+		for _, s := range tr.Status.Drive.Steps {
+			if s.Name == name {
+				return s
+			}
+		}
+	}
+	return v1alpha1.DriveStepStatus{}
+}
+
+func countEvents(t *testing.T, name, reason, contains string) int {
+	t.Helper()
+	list := &corev1.EventList{}
+	if err := env.Client().List(testContext(t), list, client.InNamespace(metav1.NamespaceDefault)); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range list.Items {
+		if e.InvolvedObject.Name == name && e.Reason == reason && strings.Contains(e.Message, contains) {
+			n += max(int(e.Count), 1)
+		}
+	}
+	return n
+}
+
+func (f *fleet) configMap() *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{}
+	if err := env.Client().Get(testContext(f.t), f.cm, cm); err != nil {
+		f.t.Fatal(err)
+	}
+	return cm
+}
+
+// TestDrivenRotation: a rotation in mode Drive over a ConfigMap bundle and a
+// cert-manager Certificate, with real consumers — a library client whose
+// metrics are scraped, a restart-only consumer, a TLS server on the host's
+// address found through its EndpointSlice, a client handshaking with it
+// all along — goes through the three steps, each written once and only
+// after the census proved the one before; the controller, stopped in the
+// middle of add-new-ca and started again, resumes without writing the
+// bundle again; no handshake fails.
+func TestDrivenRotation(t *testing.T) {
+	f := newFleet(t)
+	f.libraryClient("lib", true)
+	createPod(t, f.ns, consumerPod{name: "legacy", vol: configMapVolume("ca"), started: time.Now().Add(-time.Hour)})
+	port := f.server()
+	f.rotation(nil)
+	begin := time.Now()
+	stop := runCensus(t)
+
+	tr := waitRotation(t, f.name, "the union written", func(tr *v1alpha1.TrustRotation) bool {
+		return stepOf(tr, v1alpha1.StepAddNewCA).Written != nil
+	})
+	if got := f.configMap().Data["ca.crt"]; !strings.Contains(got, string(bytes.TrimSpace(f.ca2025.CertPEM))) || !strings.Contains(got, string(bytes.TrimSpace(f.ca2026.CertPEM))) {
+		t.Fatalf("the bundle is not the union:\n%s", got)
+	}
+	if plan := strings.Join(tr.Status.Drive.Plan, "\n"); !strings.Contains(plan, "switch Certificate "+f.ns+"/cp from ClusterIssuer/ca-2025 to ClusterIssuer/ca-2026") {
+		t.Fatalf("plan:\n%s", plan)
+	}
+	// Until legacy restarts, add-new-ca is not proven: the controller is
+	// stopped mid-step, and a new one started.
+	tr = waitRotation(t, f.name, "waiting on add-new-ca", func(tr *v1alpha1.TrustRotation) bool {
+		return drivePhase(tr) == v1alpha1.PhaseWaiting && tr.Status.Drive.Step == v1alpha1.StepAddNewCA
+	})
+	if !strings.Contains(tr.Status.Drive.Message, "legacy") {
+		t.Fatalf("the message does not name the restart-only consumer: %q", tr.Status.Drive.Message)
+	}
+	stop()
+	rv := f.configMap().ResourceVersion
+	runCensus(t)
+	time.Sleep(time.Second) // three censuses of the new controller
+	if now := f.configMap().ResourceVersion; now != rv {
+		t.Fatalf("the restarted controller wrote the bundle again (resourceVersion %s, then %s)", rv, now)
+	}
+	f.play(port, "legacy")
+
+	tr = waitRotation(t, f.name, "the rotation complete", func(tr *v1alpha1.TrustRotation) bool {
+		return drivePhase(tr) == v1alpha1.PhaseComplete || drivePhase(tr) == v1alpha1.PhaseStopped
+	})
+	if drivePhase(tr) != v1alpha1.PhaseComplete {
+		t.Fatalf("stopped: %s", tr.Status.Drive.Message)
+	}
+	took := time.Since(begin)
+	add, sw, rm := stepOf(tr, v1alpha1.StepAddNewCA), stepOf(tr, v1alpha1.StepSwitchServerCert), stepOf(tr, v1alpha1.StepRemoveOldCA)
+	if !add.Done.Time.After(add.Written.Time) && !add.Done.Time.Equal(add.Written.Time) || sw.Started.Before(add.Done) || rm.Started.Before(sw.Done) {
+		t.Fatalf("steps out of order: %+v", tr.Status.Drive.Steps)
+	}
+	if got := f.configMap().Data["ca.crt"]; got != string(f.ca2026.CertPEM) {
+		t.Fatalf("the bundle at the end:\n%s", got)
+	}
+	// The bundle was written twice in all (the union, then the removal):
+	// the restarted controller did not write it again.
+	for _, c := range []struct{ what, contains string }{{"the union", "add-new-ca:"}, {"the removal", "remove-old-ca:"}, {"the switch", "switch-server-cert: every Certificate"}} {
+		if n := countEvents(t, f.name, drive.EventWrote, c.contains); n != 1 {
+			t.Errorf("%s was written %d times", c.what, n)
+		}
+	}
+	for _, s := range []string{v1alpha1.StepAddNewCA, v1alpha1.StepSwitchServerCert, v1alpha1.StepRemoveOldCA} {
+		if n := countEvents(t, f.name, drive.EventStarted, "step "+s+" started"); n != 1 {
+			t.Errorf("step %s started %d times", s, n)
+		}
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersion{Group: "cert-manager.io", Version: "v1"}.WithKind("Certificate"))
+	if err := env.Client().Get(testContext(t), client.ObjectKey{Namespace: f.ns, Name: "cp"}, u); err != nil {
+		t.Fatal(err)
+	}
+	if name, _, _ := unstructured.NestedString(u.Object, "spec", "issuerRef", "name"); name != "ca-2026" {
+		t.Fatalf("the Certificate's issuer is %q", name)
+	}
+	if n := f.failed.Load(); n != 0 {
+		t.Fatalf("%d of %d handshakes failed, the last: %s", n, f.handshakes.Load(), *f.lastFailure.Load())
+	}
+	t.Logf("rotation driven in %s (two restarts of the restart-only consumer, %d); %d handshakes, 0 failed", took.Round(100*time.Millisecond), f.restartCount.Load(), f.handshakes.Load())
+}
+
+// TestDrivenRotationStopsOnASabotagedConsumer: a library consumer that never
+// loads the union holds the rotation before switch-server-cert, named, and
+// the Certificate is never switched; acknowledged (with a reason), it no
+// longer holds it.
+func TestDrivenRotationStopsOnASabotagedConsumer(t *testing.T) {
+	f := newFleet(t)
+	f.libraryClient("lib", true)
+	sab := f.libraryClient("sabotaged", false) // keeps CA-2025 only
+	_ = sab
+	port := f.server()
+	f.rotation(nil)
+	runCensus(t)
+	f.play(port)
+
+	tr := waitRotation(t, f.name, "held at add-new-ca", func(tr *v1alpha1.TrustRotation) bool {
+		return drivePhase(tr) == v1alpha1.PhaseWaiting && tr.Status.Drive.Step == v1alpha1.StepAddNewCA && straggler(tr, "lib") == nil && strings.Contains(tr.Status.Drive.Message, "sabotaged")
+	})
+	time.Sleep(time.Second) // three more censuses: still held
+	tr = rotation(t, f.name)
+	if tr.Status.Drive.Step != v1alpha1.StepAddNewCA || stepOf(tr, v1alpha1.StepSwitchServerCert).Started != nil {
+		t.Fatalf("the rotation went past add-new-ca: %+v", tr.Status.Drive)
+	}
+	if s := straggler(tr, "sabotaged"); s == nil || s.Evidence != v1alpha1.EvidenceReported {
+		t.Fatalf("straggler %+v", s)
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersion{Group: "cert-manager.io", Version: "v1"}.WithKind("Certificate"))
+	if err := env.Client().Get(testContext(t), client.ObjectKey{Namespace: f.ns, Name: "cp"}, u); err != nil {
+		t.Fatal(err)
+	}
+	if name, _, _ := unstructured.NestedString(u.Object, "spec", "issuerRef", "name"); name != "ca-2025" {
+		t.Fatalf("the Certificate was switched to %q with a consumer not trusting CA-2026", name)
+	}
+
+	// Acknowledged by a person: it no longer holds the rotation back.
+	tr.Spec.Acknowledged = []v1alpha1.Acknowledgement{{Namespace: f.ns, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "sabotaged"}},
+		Reason: "decommissioned tomorrow; its clients are pinned to CA-2025"}}
+	if err := env.Client().Update(testContext(t), tr); err != nil {
+		t.Fatal(err)
+	}
+	waitRotation(t, f.name, "switch-server-cert started", func(tr *v1alpha1.TrustRotation) bool {
+		return stepOf(tr, v1alpha1.StepSwitchServerCert).Written != nil
+	})
+}
