@@ -37,11 +37,11 @@ type driven struct {
 // and puts the progress into st. A rotation not in mode Drive keeps the
 // progress it has. A write that fails keeps the progress as it was (the
 // move is retried from the status) with the error in its message.
-func (c *Census) drive(ctx context.Context, tr *v1alpha1.TrustRotation, st *v1alpha1.TrustRotationStatus, now time.Time) driven {
+func (c *Census) drive(ctx context.Context, tr *v1alpha1.TrustRotation, st *v1alpha1.TrustRotationStatus, res *core.Result, now time.Time) driven {
 	st.Drive = tr.Status.Drive.DeepCopy()
 	spec := tr.Spec.Drive
-	if tr.Spec.Mode != v1alpha1.ModeDrive || spec == nil {
-		return driven{}
+	if tr.Spec.Mode != v1alpha1.ModeDrive || spec == nil || res == nil {
+		return driven{} // res nil: the spec is Invalid, as the conditions say
 	}
 	oldCA, err := loadCA(ctx, c.api, tr.Spec.OldCA, "old")
 	var newCA side
@@ -68,6 +68,7 @@ func (c *Census) drive(ctx context.Context, tr *v1alpha1.TrustRotation, st *v1al
 			return c.driveFailed(st, err.Error())
 		}
 	}
+	in.ReadAtStart = readAtStart(res)
 	d := drive.Decide(in)
 	for _, w := range d.Writes {
 		if err := c.apply(ctx, w, kind, key, oldCA, newCA); err != nil {
@@ -264,4 +265,24 @@ func earliestExpiry(certs []*x509.Certificate) time.Time {
 		}
 	}
 	return t
+}
+
+// readAtStart names the consumers whose hold on the rotation's objects
+// nothing reports or serves: each must restart after the write that
+// concerns it (a workload opted in to the rollout controller is rolled by
+// it when the object changes).
+func readAtStart(r *core.Result) []drive.ReadAtStart {
+	var out []drive.ReadAtStart
+	for _, k := range r.Consumers {
+		step, f := v1alpha1.StepAddNewCA, k.TrustsOld
+		if k.Object.Role == core.RoleServer {
+			step, f = v1alpha1.StepSwitchServerCert, k.ServesNew
+		}
+		switch f.Evidence {
+		case v1alpha1.EvidenceReported, v1alpha1.EvidenceServed, v1alpha1.EvidenceAcknowledged:
+			continue
+		}
+		out = append(out, drive.ReadAtStart{Step: step, Consumer: fmt.Sprintf("pod %s/%s container %s (%s of %s)", k.Pod.Namespace, k.Pod.Name, k.Use.Container, k.Use.How, k.Object.Object)})
+	}
+	return out
 }

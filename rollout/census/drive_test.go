@@ -470,3 +470,74 @@ func TestDrivenRotationStopsOnASabotagedConsumer(t *testing.T) {
 		return stepOf(tr, v1alpha1.StepSwitchServerCert).Written != nil
 	})
 }
+
+func (f *fleet) issuerName() string {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersion{Group: "cert-manager.io", Version: "v1"}.WithKind("Certificate"))
+	if err := env.Client().Get(testContext(f.t), client.ObjectKey{Namespace: f.ns, Name: "cp"}, u); err != nil {
+		f.t.Fatal(err)
+	}
+	name, _, _ := unstructured.NestedString(u.Object, "spec", "issuerRef", "name")
+	return name
+}
+
+// TestDrivenRotationDryRun: a dry run plans — the bundle it will write,
+// the Certificate it will switch, the subPath consumer that must restart
+// after each bundle write (the server, proven by its handshakes, is not
+// named) — and writes nothing but the status.
+func TestDrivenRotationDryRun(t *testing.T) {
+	f := newFleet(t)
+	createPod(t, f.ns, consumerPod{name: "legacy", vol: configMapVolume("ca"), subPath: "ca.crt", started: time.Now().Add(-time.Hour)})
+	f.server()
+	f.rotation(func(s *v1alpha1.TrustRotationSpec) { s.Drive.DryRun = true })
+	rv := f.configMap().ResourceVersion
+	runCensus(t)
+	tr := waitRotation(t, f.name, "the plan", func(tr *v1alpha1.TrustRotation) bool {
+		return drivePhase(tr) == v1alpha1.PhaseDryRun && tr.Status.Consumers.Total == 2
+	})
+	time.Sleep(time.Second)
+	tr = rotation(t, f.name)
+	plan := strings.Join(tr.Status.Drive.Plan, "\n")
+	for _, want := range []string{"add-new-ca: write ConfigMap " + f.ns + "/ca key ca.crt: add CA-2026 beside CA-2025",
+		"add-new-ca: pod " + f.ns + "/legacy container app (subPath of ConfigMap " + f.ns + "/ca key ca.crt) reads at start",
+		"switch Certificate " + f.ns + "/cp from ClusterIssuer/ca-2025 to ClusterIssuer/ca-2026",
+		"remove-old-ca: write ConfigMap " + f.ns + "/ca key ca.crt: remove CA-2025"} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("the plan lacks %q:\n%s", want, plan)
+		}
+	}
+	if now := f.configMap().ResourceVersion; now != rv || f.issuerName() != "ca-2025" || len(tr.Status.Drive.Steps) != 0 {
+		t.Fatalf("a dry run wrote: bundle resourceVersion %s then %s, issuer %s, steps %+v", rv, now, f.issuerName(), tr.Status.Drive.Steps)
+	}
+}
+
+// TestDrivenRotationCatchesAOneStepSwap: the old CA removed from the bundle
+// by hand while the rotation waits on add-new-ca stops it, with the cause,
+// and nothing more is written.
+func TestDrivenRotationCatchesAOneStepSwap(t *testing.T) {
+	f := newFleet(t)
+	createPod(t, f.ns, consumerPod{name: "legacy", vol: configMapVolume("ca"), started: time.Now().Add(-time.Hour)})
+	f.server()
+	f.rotation(nil)
+	runCensus(t)
+	waitRotation(t, f.name, "the union written", func(tr *v1alpha1.TrustRotation) bool {
+		return stepOf(tr, v1alpha1.StepAddNewCA).Written != nil
+	})
+	cm := f.configMap()
+	cm.Data["ca.crt"] = string(f.ca2026.CertPEM) // the swap by hand
+	if err := env.Client().Update(testContext(t), cm); err != nil {
+		t.Fatal(err)
+	}
+	tr := waitRotation(t, f.name, "stopped", func(tr *v1alpha1.TrustRotation) bool { return drivePhase(tr) == v1alpha1.PhaseStopped })
+	if !strings.Contains(tr.Status.Drive.Message, "no longer holds CA-2025 before remove-old-ca was taken") {
+		t.Fatalf("message %q", tr.Status.Drive.Message)
+	}
+	if n := countEvents(t, f.name, drive.EventStopped, "someone removed it by hand"); n != 1 {
+		t.Fatalf("%d Stopped Events", n)
+	}
+	rv := f.configMap().ResourceVersion
+	time.Sleep(time.Second)
+	if now := f.configMap().ResourceVersion; now != rv || f.issuerName() != "ca-2025" {
+		t.Fatalf("a stopped rotation wrote: bundle %s then %s, issuer %s", rv, now, f.issuerName())
+	}
+}

@@ -64,6 +64,17 @@ type Input struct {
 	// Missing names the Secrets that no Certificate issues.
 	Certificates []Certificate
 	Missing      []string
+	// ReadAtStart are the consumers that nothing reports or serves: each
+	// must restart after the write of its step (and, for a trust consumer,
+	// again after remove-old-ca's), or be acknowledged.
+	ReadAtStart []ReadAtStart
+}
+
+// ReadAtStart is a consumer that must restart to take a step.
+type ReadAtStart struct {
+	// Step is add-new-ca for a trust consumer, switch-server-cert for a
+	// server.
+	Step, Consumer string
 }
 
 // WriteKind is what a Write changes.
@@ -494,11 +505,14 @@ func (d *decider) plan() []string {
 	}
 	add(v1alpha1.StepAddNewCA, "write %s: add %s beside %s", in.BundleName, in.NewCA, in.OldCA)
 	add(v1alpha1.StepAddNewCA, "wait until the census proves every consumer trusts %s", in.NewCA)
-	for _, s := range in.Census.Stragglers {
-		if s.Evidence == v1alpha1.EvidenceNever || s.Evidence == v1alpha1.EvidenceUnknown {
-			add(s.Step, "pod %s/%s (%s, %s) must restart (the rollout controller rolls opted-in workloads) or be acknowledged: %s", s.Namespace, s.Pod, s.How, s.Evidence, s.Reason)
+	restart := func(stepName string) {
+		for _, r := range in.ReadAtStart {
+			if r.Step == stepName || (stepName == v1alpha1.StepRemoveOldCA && r.Step == v1alpha1.StepAddNewCA) {
+				add(stepName, "%s reads at start: it must restart after the write (the rollout controller rolls an opted-in workload) or be acknowledged", r.Consumer)
+			}
 		}
 	}
+	restart(v1alpha1.StepAddNewCA)
 	if cm := in.Spec.Reissue.CertManager; cm != nil {
 		issuers := st.Issuers
 		if len(issuers) == 0 { // not recorded yet: what would be
@@ -519,8 +533,10 @@ func (d *decider) plan() []string {
 	} else {
 		add(v1alpha1.StepSwitchServerCert, "wait for someone else to issue leaves of %s", in.NewCA)
 	}
+	restart(v1alpha1.StepSwitchServerCert)
 	add(v1alpha1.StepSwitchServerCert, "wait until every server is proven to serve a leaf of %s (served or reported)", in.NewCA)
 	add(v1alpha1.StepRemoveOldCA, "write %s: remove %s", in.BundleName, in.OldCA)
+	restart(v1alpha1.StepRemoveOldCA)
 	add(v1alpha1.StepRemoveOldCA, "wait until the census proves no consumer trusts %s", in.OldCA)
 	return p
 }

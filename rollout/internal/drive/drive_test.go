@@ -22,6 +22,8 @@ type world struct {
 	cen   v1alpha1.TrustRotationStatus
 	certs []Certificate
 	prev  *v1alpha1.DriveStatus
+	// restart are the consumers that read at start.
+	restart []ReadAtStart
 	// writes and events made so far.
 	writes []Write
 	events []string
@@ -57,7 +59,7 @@ func (w *world) set(step string, done bool, msg string) {
 func (w *world) decide() Decision {
 	w.t.Helper()
 	d := Decide(Input{Now: w.now, Generation: w.gen, Spec: &w.spec, Census: &w.cen, Prev: w.prev, BundleName: "ConfigMap app/ca key ca.crt",
-		OldCA: "CA-2025", NewCA: "CA-2026", OldCAExpires: t0.Add(30 * 24 * time.Hour), Servers: []string{"Secret app/tls key tls.crt", "Secret app/tls2 key tls.crt"}, Certificates: w.certs})
+		OldCA: "CA-2025", NewCA: "CA-2026", OldCAExpires: t0.Add(30 * 24 * time.Hour), Servers: []string{"Secret app/tls key tls.crt", "Secret app/tls2 key tls.crt"}, Certificates: w.certs, ReadAtStart: w.restart})
 	w.writes = append(w.writes, d.Writes...)
 	for _, e := range d.Events {
 		w.events = append(w.events, e.Reason+": "+e.Message)
@@ -310,7 +312,7 @@ func TestPauseAbortDryRun(t *testing.T) {
 		{func(s *v1alpha1.DriveSpec) { s.DryRun = true }, v1alpha1.PhaseDryRun},
 	} {
 		w := newWorld(t, certManager(nil), Certificate{Key: "app/a", IssuerRef: v1alpha1.IssuerRef{Name: "ca-2025"}})
-		w.cen.Stragglers = []v1alpha1.Straggler{{Namespace: "app", Pod: "legacy-0", How: "subPath", Evidence: v1alpha1.EvidenceNever, Step: v1alpha1.StepAddNewCA, Reason: "restart it"}}
+		w.restart = []ReadAtStart{{Step: v1alpha1.StepAddNewCA, Consumer: "pod app/legacy-0 container app (subPath of ConfigMap app/ca key ca.crt)"}}
 		c.edit(&w.spec)
 		for range 4 {
 			w.decide()
@@ -319,7 +321,7 @@ func TestPauseAbortDryRun(t *testing.T) {
 			t.Fatalf("phase %s, writes %v; want %s and none", w.phase(), w.writes, c.phase)
 		}
 		plan := strings.Join(w.prev.Plan, "\n")
-		for _, want := range []string{"add-new-ca: write ConfigMap app/ca key ca.crt: add CA-2026 beside CA-2025", "pod app/legacy-0 (subPath, never) must restart",
+		for _, want := range []string{"add-new-ca: write ConfigMap app/ca key ca.crt: add CA-2026 beside CA-2025", "add-new-ca: pod app/legacy-0 container app (subPath of ConfigMap app/ca key ca.crt) reads at start", "remove-old-ca: pod app/legacy-0 container app (subPath",
 			"switch-server-cert: switch Certificate app/a from Issuer/ca-2025 to ClusterIssuer/ca-2026", "remove-old-ca: write ConfigMap app/ca key ca.crt: remove CA-2025"} {
 			if !strings.Contains(plan, want) {
 				t.Errorf("plan lacks %q:\n%s", want, plan)
