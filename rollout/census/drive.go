@@ -68,7 +68,12 @@ func (c *Census) drive(ctx context.Context, tr *v1alpha1.TrustRotation, st *v1al
 			return c.driveFailed(st, err.Error())
 		}
 	}
-	in.ReadAtStart = readAtStart(res)
+	cur := ""
+	if tr.Status.Drive != nil {
+		cur = tr.Status.Drive.Step
+	}
+	in.ReadAtStart = readAtStart(res, cur)
+	in.RollAfter = rollAfter(st, in.Bundle, durationOr(tr.Spec.Propagation.Volume, DefaultVolumeDelay))
 	d := drive.Decide(in)
 	for _, w := range d.Writes {
 		if err := c.apply(ctx, w, kind, key, oldCA, newCA); err != nil {
@@ -76,7 +81,13 @@ func (c *Census) drive(ctx context.Context, tr *v1alpha1.TrustRotation, st *v1al
 		}
 	}
 	st.Drive = d.Status
-	return driven{events: d.Events, again: d.Again}
+	events := d.Events
+	for _, pod := range d.Rolls {
+		if e, ok := c.roll(ctx, tr.Name, d.RollStep, pod, now); ok {
+			events = append(events, e)
+		}
+	}
+	return driven{events: events, again: d.Again}
 }
 
 // driveFailed keeps the progress as it was, saying why it could not move.
@@ -271,18 +282,61 @@ func earliestExpiry(certs []*x509.Certificate) time.Time {
 // nothing reports or serves: each must restart after the write that
 // concerns it (a workload opted in to the rollout controller is rolled by
 // it when the object changes).
-func readAtStart(r *core.Result) []drive.ReadAtStart {
+//
+// Unproven says whether the census proves the consumer holds what step
+// (the driven rotation's current step) needs.
+func readAtStart(r *core.Result, step string) []drive.ReadAtStart {
 	var out []drive.ReadAtStart
 	for _, k := range r.Consumers {
-		step, f := v1alpha1.StepAddNewCA, k.TrustsOld
+		s, f := v1alpha1.StepAddNewCA, k.TrustsOld
 		if k.Object.Role == core.RoleServer {
-			step, f = v1alpha1.StepSwitchServerCert, k.ServesNew
+			s, f = v1alpha1.StepSwitchServerCert, k.ServesNew
 		}
 		switch f.Evidence {
 		case v1alpha1.EvidenceReported, v1alpha1.EvidenceServed, v1alpha1.EvidenceAcknowledged:
 			continue
 		}
-		out = append(out, drive.ReadAtStart{Step: step, Consumer: fmt.Sprintf("pod %s/%s container %s (%s of %s)", k.Pod.Namespace, k.Pod.Name, k.Use.Container, k.Use.How, k.Object.Object)})
+		var need core.Fact
+		want := core.Yes
+		switch step {
+		case v1alpha1.StepAddNewCA:
+			need = k.TrustsNew
+		case v1alpha1.StepSwitchServerCert:
+			need = k.ServesNew
+		case v1alpha1.StepRemoveOldCA:
+			need, want = k.TrustsOld, core.No
+		}
+		proven := need.Value == want && (need.Evidence == v1alpha1.EvidenceRestarted || need.Evidence == v1alpha1.EvidenceReported ||
+			need.Evidence == v1alpha1.EvidenceServed) || need.Evidence == v1alpha1.EvidenceAcknowledged
+		out = append(out, drive.ReadAtStart{Step: s, Pod: k.Pod.Key(), Unproven: !proven,
+			Consumer: fmt.Sprintf("pod %s/%s container %s (%s of %s)", k.Pod.Namespace, k.Pod.Name, k.Use.Container, k.Use.How, k.Object.Object)})
+	}
+	return out
+}
+
+// rollAfter is, per step, when a container that starts reads what the step
+// wrote: the census saw it, plus the kubelet's delay.
+func rollAfter(st *v1alpha1.TrustRotationStatus, bundle int, delay time.Duration) map[string]time.Time {
+	out := map[string]time.Time{}
+	if bundle >= 0 && bundle < len(st.Trust) {
+		if t := st.Trust[bundle].NewSince; t != nil {
+			out[v1alpha1.StepAddNewCA] = t.Add(delay)
+		}
+		if t := st.Trust[bundle].OldGoneSince; t != nil {
+			out[v1alpha1.StepRemoveOldCA] = t.Add(delay)
+		}
+	}
+	var last time.Time
+	for _, sc := range st.ServerCertificates {
+		if sc.NewSince == nil {
+			return out
+		}
+		if sc.NewSince.After(last) {
+			last = sc.NewSince.Time
+		}
+	}
+	if !last.IsZero() {
+		out[v1alpha1.StepSwitchServerCert] = last.Add(delay)
 	}
 	return out
 }

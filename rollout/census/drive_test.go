@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -216,17 +217,17 @@ func (f *fleet) loadServing() {
 
 // play runs, every 50ms until the test ends: cert-manager (a Certificate's
 // issuer issues into its Secret), the kubelet (the ConfigMap to the
-// volumes, the Secret to the server's reloader), the rollout controller
-// (restart-only pods restarted once a change could reach them, as a roll
-// would), and a client that handshakes with the server verifying against
+// volumes, the Secret to the server's reloader), the Deployment
+// controller (the pod of each Deployment rolled restarts when its template
+// changes), and a client that handshakes with the server verifying against
 // the bundle its volume holds.
-func (f *fleet) play(port int, restartOnly ...string) {
+func (f *fleet) play(port int, rolled ...string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	f.t.Cleanup(func() { cancel(); wg.Wait() })
 	wg.Go(func() {
 		var last []byte
-		rolled := map[time.Time]bool{} // the census's dates of a change, rolled for
+		stamps := map[string]string{} // Deployment -> the roll stamp its pod runs
 		for ctx.Err() == nil {
 			f.issue()
 			cm := &corev1.ConfigMap{}
@@ -239,19 +240,16 @@ func (f *fleet) play(port int, restartOnly ...string) {
 				}
 			}
 			f.loadServing()
-			// A roll: the restart-only pods restart once the change can
-			// have reached their volumes (the propagation delay, 1s, after
-			// the census saw it).
-			tr := &v1alpha1.TrustRotation{}
-			if env.Client().Get(ctx, client.ObjectKey{Name: f.name}, tr) == nil && len(tr.Status.Trust) == 1 {
-				for _, since := range []*metav1.Time{tr.Status.Trust[0].NewSince, tr.Status.Trust[0].OldGoneSince} {
-					if since == nil || rolled[since.Time] || time.Since(since.Time) < 1100*time.Millisecond {
-						continue
-					}
-					for _, p := range restartOnly {
-						setStarted(f.t, f.ns, p, time.Now())
-					}
-					rolled[since.Time] = true
+			// The Deployment controller and the kubelet: a Deployment's
+			// pod restarts when its template changes (a roll).
+			for _, name := range rolled {
+				dep := &appsv1.Deployment{}
+				if env.Client().Get(ctx, client.ObjectKey{Namespace: f.ns, Name: name}, dep) != nil {
+					continue
+				}
+				if stamp := dep.Spec.Template.Annotations[census.AnnotationRotationRestart]; stamp != stamps[name] {
+					stamps[name] = stamp
+					setStarted(f.t, f.ns, name, time.Now())
 					f.restartCount.Add(1)
 				}
 			}
@@ -345,7 +343,8 @@ func (f *fleet) configMap() *corev1.ConfigMap {
 
 // TestDrivenRotation: a rotation in mode Drive over a ConfigMap bundle and a
 // cert-manager Certificate, with real consumers — a library client whose
-// metrics are scraped, a restart-only consumer, a TLS server on the host's
+// metrics are scraped, a restart-only consumer whose opted-in Deployment the
+// controller rolls after each bundle write, a TLS server on the host's
 // address found through its EndpointSlice, a client handshaking with it
 // all along — goes through the three steps, each written once and only
 // after the census proved the one before; the controller, stopped in the
@@ -354,7 +353,7 @@ func (f *fleet) configMap() *corev1.ConfigMap {
 func TestDrivenRotation(t *testing.T) {
 	f := newFleet(t)
 	f.libraryClient("lib", true)
-	createPod(t, f.ns, consumerPod{name: "legacy", vol: configMapVolume("ca"), started: time.Now().Add(-time.Hour)})
+	f.deployment("legacy", true)
 	port := f.server()
 	f.rotation(nil)
 	begin := time.Now()
@@ -412,18 +411,26 @@ func TestDrivenRotation(t *testing.T) {
 			t.Errorf("step %s started %d times", s, n)
 		}
 	}
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(schema.GroupVersion{Group: "cert-manager.io", Version: "v1"}.WithKind("Certificate"))
-	if err := env.Client().Get(testContext(t), client.ObjectKey{Namespace: f.ns, Name: "cp"}, u); err != nil {
+	if got := f.issuerName(); got != "ca-2026" {
+		t.Fatalf("the Certificate's issuer is %q", got)
+	}
+	// The restart-only consumer's Deployment was rolled once per bundle
+	// write, each after the kubelet's delay (else its new pod would not be
+	// proven, and the rotation would not be complete).
+	dep := &appsv1.Deployment{}
+	if err := env.Client().Get(testContext(t), client.ObjectKey{Namespace: f.ns, Name: "legacy"}, dep); err != nil {
 		t.Fatal(err)
 	}
-	if name, _, _ := unstructured.NestedString(u.Object, "spec", "issuerRef", "name"); name != "ca-2026" {
-		t.Fatalf("the Certificate's issuer is %q", name)
+	if got := dep.Spec.Template.Annotations[census.AnnotationRotationRestart]; got != f.name+"/remove-old-ca" || dep.Annotations["hotcert.dev/last-rollout"] == "" {
+		t.Fatalf("the Deployment's stamp %q, annotations %v", got, dep.Annotations)
+	}
+	if n, r := countEvents(t, f.name, census.EventRolled, "rolled Deployment "+f.ns+"/legacy"), f.restartCount.Load(); n != 2 || r != 2 {
+		t.Fatalf("%d DriveRolled Events, %d rolls; want 2", n, r)
 	}
 	if n := f.failed.Load(); n != 0 {
 		t.Fatalf("%d of %d handshakes failed, the last: %s", n, f.handshakes.Load(), *f.lastFailure.Load())
 	}
-	t.Logf("rotation driven in %s (two restarts of the restart-only consumer, %d); %d handshakes, 0 failed", took.Round(100*time.Millisecond), f.restartCount.Load(), f.handshakes.Load())
+	t.Logf("rotation driven in %s (the restart-only consumer's Deployment rolled twice, 1s propagation delay); %d handshakes, 0 failed", took.Round(100*time.Millisecond), f.handshakes.Load())
 }
 
 // TestDrivenRotationStopsOnASabotagedConsumer: a library consumer that never
@@ -540,4 +547,28 @@ func TestDrivenRotationCatchesAOneStepSwap(t *testing.T) {
 	if now := f.configMap().ResourceVersion; now != rv || f.issuerName() != "ca-2025" {
 		t.Fatalf("a stopped rotation wrote: bundle %s then %s, issuer %s", rv, now, f.issuerName())
 	}
+}
+
+// deployment creates a Deployment (opted in to the rollout controller when
+// optIn), its ReplicaSet and its one pod, of the same name, a restart-only
+// consumer of the bundle: what owns what is as the controllers write it.
+func (f *fleet) deployment(name string, optIn bool) {
+	t := f.t
+	labels := map[string]string{"app": name}
+	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/app:1"}}}}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}, Spec: appsv1.DeploymentSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl}}
+	if optIn {
+		dep.Annotations = map[string]string{"hotcert.dev/rollout-on-change": "true"}
+	}
+	create(t, dep)
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name + "-1",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: name, UID: dep.UID, Controller: ptr.To(true)}}},
+		Spec: appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl}}
+	create(t, rs)
+	c := corev1.Container{Name: "app", Image: "registry.invalid/app:1", VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: "/etc/x"}}}
+	create(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Labels: labels,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{c}, Volumes: []corev1.Volume{{Name: "v", VolumeSource: configMapVolume("ca")}}}})
+	setStarted(t, f.ns, name, time.Now().Add(-time.Hour))
 }

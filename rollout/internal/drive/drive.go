@@ -68,6 +68,10 @@ type Input struct {
 	// must restart after the write of its step (and, for a trust consumer,
 	// again after remove-old-ca's), or be acknowledged.
 	ReadAtStart []ReadAtStart
+	// RollAfter is, per step, when a consumer that restarts reads what the
+	// step wrote (the census saw the write, plus the kubelet's delay): zero
+	// while not known.
+	RollAfter map[string]time.Time
 }
 
 // ReadAtStart is a consumer that must restart to take a step.
@@ -75,6 +79,10 @@ type ReadAtStart struct {
 	// Step is add-new-ca for a trust consumer, switch-server-cert for a
 	// server.
 	Step, Consumer string
+	// Pod is its pod ("namespace/name"); Unproven: the census does not
+	// prove it holds what the current step needs.
+	Pod      string
+	Unproven bool
 }
 
 // WriteKind is what a Write changes.
@@ -128,6 +136,10 @@ type Decision struct {
 	Events []Event
 	// Again is how soon to decide again (0: at the census's interval).
 	Again time.Duration
+	// Rolls are the pods ("namespace/name") whose workloads to roll for
+	// Step: they read at start and are not proven to hold what it wrote.
+	Rolls    []string
+	RollStep string
 }
 
 // soon is how soon a decision that moved the rotation is followed by the
@@ -281,6 +293,33 @@ func (d *decider) run() {
 	st.Message = "waiting for the census to prove " + cur
 	if cond != nil {
 		st.Message += ": " + cond.Message
+	}
+	d.rolls(cur)
+}
+
+// rolls names the pods to roll for step cur: those that read at start and
+// are unproven, once a restart reads what the step wrote.
+func (d *decider) rolls(cur string) {
+	in := d.in
+	after, ok := in.RollAfter[cur]
+	if !ok || after.IsZero() {
+		return
+	}
+	if left := after.Sub(in.Now); left > 0 {
+		d.out.Again = left
+		return
+	}
+	want := cur
+	if cur == v1alpha1.StepRemoveOldCA {
+		want = v1alpha1.StepAddNewCA // the trust consumers
+	}
+	for _, r := range in.ReadAtStart {
+		if r.Step == want && r.Unproven && !slices.Contains(d.out.Rolls, r.Pod) {
+			d.out.Rolls = append(d.out.Rolls, r.Pod)
+		}
+	}
+	if len(d.out.Rolls) > 0 {
+		d.out.RollStep = cur
 	}
 }
 

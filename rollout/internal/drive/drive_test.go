@@ -346,3 +346,29 @@ func TestDeadlineReportedOnce(t *testing.T) {
 		t.Fatalf("%d deadline events:\n%s", n, strings.Join(w.events, "\n"))
 	}
 }
+
+// TestRollsAfterTheKubeletsDelay: the pods that read at start and are not
+// proven are rolled for the step being waited on, only once a restart reads
+// what the step wrote; proven ones are not.
+func TestRollsAfterTheKubeletsDelay(t *testing.T) {
+	w := newWorld(t, external)
+	w.restart = []ReadAtStart{{Step: v1alpha1.StepAddNewCA, Pod: "app/legacy", Unproven: true}, {Step: v1alpha1.StepAddNewCA, Pod: "app/done"},
+		{Step: v1alpha1.StepSwitchServerCert, Pod: "app/server", Unproven: true}}
+	w.decide()
+	w.decide() // union written
+	w.cen.Trust[0].HoldNew = 1
+	in := func(after time.Time) Input {
+		return Input{Now: w.now, Generation: 1, Spec: &w.spec, Census: &w.cen, Prev: w.prev, ReadAtStart: w.restart,
+			RollAfter: map[string]time.Time{v1alpha1.StepAddNewCA: after}}
+	}
+	if d := Decide(in(w.now.Add(time.Minute))); len(d.Rolls) != 0 || d.Again != time.Minute {
+		t.Fatalf("rolled %v (again %v) before a restart could read the union", d.Rolls, d.Again)
+	}
+	d := Decide(in(w.now))
+	if len(d.Rolls) != 1 || d.Rolls[0] != "app/legacy" || d.RollStep != v1alpha1.StepAddNewCA {
+		t.Fatalf("rolls %v for %s", d.Rolls, d.RollStep)
+	}
+	if d := Decide(Input{Now: w.now, Generation: 1, Spec: &w.spec, Census: &w.cen, Prev: w.prev, ReadAtStart: w.restart}); len(d.Rolls) != 0 {
+		t.Fatalf("rolled %v before the census saw the write", d.Rolls)
+	}
+}
