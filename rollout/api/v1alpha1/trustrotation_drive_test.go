@@ -3,6 +3,7 @@ package v1alpha1_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
 )
@@ -144,4 +146,26 @@ func TestDriveDeepCopy(t *testing.T) {
 	if string(before) != string(after) {
 		t.Fatalf("changing the copy changed the original:\n%s\n%s", before, after)
 	}
+}
+
+// TestExampleDrivenTrustRotationIsAccepted: the shipped driven example is
+// accepted as written.
+func TestExampleDrivenTrustRotationIsAccepted(t *testing.T) {
+	data, err := os.ReadFile("../../../examples/trust-rotation/driven.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r v1alpha1.TrustRotation
+	if err := yaml.UnmarshalStrict(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Spec.Mode != v1alpha1.ModeDrive || r.Spec.Drive == nil || !r.Spec.Drive.DryRun {
+		t.Fatalf("the example is not a driven dry run: %+v", r.Spec)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := env.Client().Create(ctx, &r); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client().Delete(context.Background(), &r) })
 }
