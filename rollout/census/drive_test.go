@@ -117,6 +117,9 @@ type fleet struct {
 	failed       atomic.Int64
 	lastFailure  atomic.Pointer[string]
 	restartCount atomic.Int64
+	// frozen: the server does not reload its certificate (it reads it at
+	// start, and is not restarted).
+	frozen atomic.Bool
 }
 
 func newFleet(t *testing.T) *fleet {
@@ -205,6 +208,9 @@ func (f *fleet) server() int {
 }
 
 func (f *fleet) loadServing() {
+	if f.frozen.Load() && f.serving.Load() != nil {
+		return
+	}
 	s := &corev1.Secret{}
 	if err := env.Client().Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "cp-tls"}, s); err != nil {
 		return
@@ -571,4 +577,47 @@ func (f *fleet) deployment(name string, optIn bool) {
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr.To(true)}}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{c}, Volumes: []corev1.Volume{{Name: "v", VolumeSource: configMapVolume("ca")}}}})
 	setStarted(t, f.ns, name, time.Now().Add(-time.Hour))
+}
+
+// TestDrivenRotationRollsBack: a server that does not pick up its new leaf
+// holds switch-server-cert, named; rolled back, the Certificate gets its
+// recorded issuer back, cert-manager issues a leaf of the old CA again, and
+// only then the new CA leaves the bundle; no handshake fails.
+func TestDrivenRotationRollsBack(t *testing.T) {
+	f := newFleet(t)
+	f.libraryClient("lib", true)
+	f.frozen.Store(true)
+	port := f.server()
+	f.rotation(nil)
+	runCensus(t)
+	f.play(port)
+	tr := waitRotation(t, f.name, "held at switch-server-cert", func(tr *v1alpha1.TrustRotation) bool {
+		return drivePhase(tr) == v1alpha1.PhaseWaiting && tr.Status.Drive.Step == v1alpha1.StepSwitchServerCert &&
+			len(tr.Status.ServerCertificates) == 1 && tr.Status.ServerCertificates[0].IssuedBy == "new"
+	})
+	if s := straggler(tr, "server"); s == nil || s.Evidence != v1alpha1.EvidenceServed || s.Step != v1alpha1.StepSwitchServerCert {
+		t.Fatalf("the server is not named: %+v", tr.Status.Stragglers)
+	}
+	if f.issuerName() != "ca-2026" || len(tr.Status.Drive.Issuers) != 1 || tr.Status.Drive.Issuers[0].IssuerRef.Name != "ca-2025" {
+		t.Fatalf("issuer %s, recorded %+v", f.issuerName(), tr.Status.Drive.Issuers)
+	}
+	tr.Spec.Drive.Action = v1alpha1.ActionRollback
+	if err := env.Client().Update(testContext(t), tr); err != nil {
+		t.Fatal(err)
+	}
+	tr = waitRotation(t, f.name, "rolled back", func(tr *v1alpha1.TrustRotation) bool { return drivePhase(tr) == v1alpha1.PhaseRolledBack })
+	if f.issuerName() != "ca-2025" {
+		t.Fatalf("the Certificate's issuer is %s after the rollback", f.issuerName())
+	}
+	if got := f.configMap().Data["ca.crt"]; got != string(f.ca2025.CertPEM) {
+		t.Fatalf("the bundle after the rollback:\n%s", got)
+	}
+	rb := stepOf(tr, v1alpha1.StepRollback)
+	if rb.CanaryWritten == nil || rb.Written == nil || rb.Written.Before(rb.CanaryWritten) {
+		t.Fatalf("rollback progress %+v", rb)
+	}
+	if n := f.failed.Load(); n != 0 {
+		t.Fatalf("%d of %d handshakes failed, the last: %s", n, f.handshakes.Load(), *f.lastFailure.Load())
+	}
+	t.Logf("rolled back; %d handshakes, 0 failed", f.handshakes.Load())
 }
