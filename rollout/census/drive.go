@@ -25,6 +25,10 @@ import (
 // certificateGVK is cert-manager's Certificate.
 var certificateGVK = schema.GroupVersionKind{Group: "cert-manager.io", Version: "v1", Kind: "Certificate"}
 
+// NotDriving is status.drive.message of a rotation in mode Drive when the
+// controller does not drive (Options.Drive, --census-drive, is off).
+const NotDriving = "observed only: this controller does not drive rotations (hotcert-controller --census-drive)"
+
 // driven is what a driven rotation's decision leaves for after the status
 // is written: its Events, and how soon to decide again.
 type driven struct {
@@ -42,6 +46,13 @@ func (c *Census) drive(ctx context.Context, tr *v1alpha1.TrustRotation, st *v1al
 	spec := tr.Spec.Drive
 	if tr.Spec.Mode != v1alpha1.ModeDrive || spec == nil || res == nil {
 		return driven{} // res nil: the spec is Invalid, as the conditions say
+	}
+	if !c.opts.Drive {
+		if st.Drive == nil {
+			st.Drive = &v1alpha1.DriveStatus{}
+		}
+		st.Drive.Message = NotDriving
+		return driven{}
 	}
 	oldCA, err := loadCA(ctx, c.api, tr.Spec.OldCA, "old")
 	var newCA side

@@ -69,8 +69,13 @@ var certificateList = schema.GroupVersion{Group: "cert-manager.io", Version: "v1
 // until stop is called or the test ends.
 func runCensus(t *testing.T) (stop func()) {
 	t.Helper()
+	return runCensusDriving(t, true)
+}
+
+func runCensusDriving(t *testing.T, driving bool) (stop func()) {
+	t.Helper()
 	c, err := census.New(census.Options{Interval: 300 * time.Millisecond, MinSpacing: 50 * time.Millisecond,
-		Registerer: prometheus.NewRegistry(), SkipNameValidation: true})
+		Registerer: prometheus.NewRegistry(), SkipNameValidation: true, Drive: driving})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -620,4 +625,25 @@ func TestDrivenRotationRollsBack(t *testing.T) {
 		t.Fatalf("%d of %d handshakes failed, the last: %s", n, f.handshakes.Load(), *f.lastFailure.Load())
 	}
 	t.Logf("rolled back; %d handshakes, 0 failed", f.handshakes.Load())
+}
+
+// TestDrivenRotationNeedsTheControllersOptIn: a controller without
+// Options.Drive (--census-drive) observes a rotation in mode Drive, says
+// so, and writes nothing.
+func TestDrivenRotationNeedsTheControllersOptIn(t *testing.T) {
+	f := newFleet(t)
+	f.libraryClient("lib", true)
+	f.rotation(nil)
+	rv := f.configMap().ResourceVersion
+	runCensusDriving(t, false)
+	tr := waitRotation(t, f.name, "observed", func(tr *v1alpha1.TrustRotation) bool {
+		return tr.Status.Drive != nil && tr.Status.Consumers.Total == 1
+	})
+	time.Sleep(time.Second)
+	if tr = rotation(t, f.name); tr.Status.Drive.Message != census.NotDriving || len(tr.Status.Drive.Steps) != 0 {
+		t.Fatalf("drive status %+v", tr.Status.Drive)
+	}
+	if now := f.configMap().ResourceVersion; now != rv {
+		t.Fatalf("the bundle was written (resourceVersion %s, then %s)", rv, now)
+	}
 }

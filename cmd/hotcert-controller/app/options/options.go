@@ -69,6 +69,8 @@ type Options struct {
 	// rollout/census), one every CensusInterval.
 	Census         bool
 	CensusInterval time.Duration
+	// CensusDrive lets TrustRotations in mode Drive take their steps.
+	CensusDrive bool
 
 	// inClusterNamespaceFile is where a pod reads its namespace.
 	inClusterNamespaceFile string
@@ -132,6 +134,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.WebhookKeyFile, "webhook-key-file", o.WebhookKeyFile, "private key of the webhook's serving certificate, PEM")
 	fs.BoolVar(&o.Census, "census", o.Census, "keep the census of every TrustRotation (hotcert.dev/v1alpha1): which pods consume its trust objects and server certificates, what each holds and how that is known, one condition per rotation step (needs the TrustRotation CRD and read access to pods and endpointslices; see docs/census.md)")
 	fs.DurationVar(&o.CensusInterval, "census-interval", o.CensusInterval, "how often each TrustRotation's census is taken (pod changes also trigger one)")
+	fs.BoolVar(&o.CensusDrive, "census-drive", o.CensusDrive, "let TrustRotations in mode Drive take their steps: write their bundles, switch their cert-manager Certificates, roll opted-in workloads (needs --census and the write access of docs/ca-rotation.md); without it they are only observed")
 	fs.StringVar((*string)(&o.SecretCache), "secret-cache", string(o.SecretCache), "how to watch Secrets and ConfigMaps: referenced (whole objects, keep digests of referenced ones only: no read per change) or metadata (metadata only, one GET per change of a referenced object: least memory and traffic)")
 }
 
@@ -155,6 +158,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--secret-cache %q: want referenced or metadata", o.SecretCache)
 	case o.Census && o.CensusInterval <= 0:
 		return fmt.Errorf("--census-interval %s: want a positive duration", o.CensusInterval)
+	case o.CensusDrive && !o.Census:
+		return fmt.Errorf("--census-drive needs --census")
 	}
 	if _, err := labels.Parse(o.NamespaceSelectorString); err != nil {
 		return fmt.Errorf("--namespace-selector %q: %w", o.NamespaceSelectorString, err)
@@ -200,7 +205,7 @@ func (o *Options) Complete(log logr.Logger) (*Config, error) {
 		c.Controller.Webhook = controller.Webhook{Addr: o.WebhookAddr, CertFile: o.WebhookCertFile, KeyFile: o.WebhookKeyFile}
 	}
 	if o.Census {
-		c.Census = &census.Options{Interval: o.CensusInterval, MetricsPrefix: o.MetricsPrefix}
+		c.Census = &census.Options{Interval: o.CensusInterval, MetricsPrefix: o.MetricsPrefix, Drive: o.CensusDrive}
 	}
 	if o.HashKeyFile != "" {
 		key, err := readHashKey(o.HashKeyFile)
