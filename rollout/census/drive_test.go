@@ -125,6 +125,8 @@ type fleet struct {
 	// frozen: the server does not reload its certificate (it reads it at
 	// start, and is not restarted).
 	frozen atomic.Bool
+	// holdIssue: cert-manager issues nothing while set.
+	holdIssue atomic.Bool
 }
 
 func newFleet(t *testing.T) *fleet {
@@ -291,6 +293,9 @@ func (f *fleet) play(port int, rolled ...string) {
 // issue plays cert-manager: a Certificate whose Secret does not hold a leaf
 // of its issuer gets one.
 func (f *fleet) issue() {
+	if f.holdIssue.Load() {
+		return
+	}
 	ctx := context.Background()
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(schema.GroupVersion{Group: "cert-manager.io", Version: "v1"}.WithKind("Certificate"))
@@ -646,4 +651,50 @@ func TestDrivenRotationNeedsTheControllersOptIn(t *testing.T) {
 	if now := f.configMap().ResourceVersion; now != rv {
 		t.Fatalf("the bundle was written (resourceVersion %s, then %s)", rv, now)
 	}
+}
+
+// TestDrivenRotationResumesInEveryStep: the controller is stopped in the
+// middle of each step — after the step's write, before the census proves
+// it — and a new one started: each step is started, written and done once,
+// the restart-only consumer rolled once per bundle write, the rotation
+// completes, and no handshake fails.
+func TestDrivenRotationResumesInEveryStep(t *testing.T) {
+	f := newFleet(t)
+	f.libraryClient("lib", true)
+	f.deployment("legacy", true)
+	port := f.server()
+	f.rotation(nil)
+	f.holdIssue.Store(true) // switch-server-cert cannot be done before the restart
+	stop := runCensus(t)
+	f.play(port, "legacy")
+	for _, step := range []string{v1alpha1.StepAddNewCA, v1alpha1.StepSwitchServerCert, v1alpha1.StepRemoveOldCA} {
+		tr := waitRotation(t, f.name, step+" written", func(tr *v1alpha1.TrustRotation) bool { return stepOf(tr, step).Written != nil })
+		if stepOf(tr, step).Done != nil {
+			t.Fatalf("%s was done before the restart: not a restart in the middle of it", step)
+		}
+		stop()
+		stop = runCensus(t)
+		f.holdIssue.Store(false)
+	}
+	tr := waitRotation(t, f.name, "the rotation complete", func(tr *v1alpha1.TrustRotation) bool {
+		return drivePhase(tr) == v1alpha1.PhaseComplete || drivePhase(tr) == v1alpha1.PhaseStopped
+	})
+	if drivePhase(tr) != v1alpha1.PhaseComplete {
+		t.Fatalf("stopped: %s", tr.Status.Drive.Message)
+	}
+	for _, c := range []struct{ reason, contains string }{{drive.EventWrote, "add-new-ca:"}, {drive.EventWrote, "remove-old-ca:"},
+		{drive.EventWrote, "switch-server-cert: every Certificate"}, {drive.EventStarted, "step add-new-ca started"},
+		{drive.EventStarted, "step switch-server-cert started"}, {drive.EventStarted, "step remove-old-ca started"},
+		{drive.EventStepDone, "step add-new-ca proven"}, {drive.EventStepDone, "step switch-server-cert proven"}, {drive.EventStepDone, "step remove-old-ca proven"}} {
+		if n := countEvents(t, f.name, c.reason, c.contains); n != 1 {
+			t.Errorf("%d %s Events %q, want 1", n, c.reason, c.contains)
+		}
+	}
+	if n := countEvents(t, f.name, census.EventRolled, "rolled Deployment "+f.ns+"/legacy"); n != 2 {
+		t.Errorf("%d rolls, want 2", n)
+	}
+	if n := f.failed.Load(); n != 0 {
+		t.Fatalf("%d of %d handshakes failed, the last: %s", n, f.handshakes.Load(), *f.lastFailure.Load())
+	}
+	t.Logf("three restarts, one in each step; %d handshakes, 0 failed", f.handshakes.Load())
 }
