@@ -115,8 +115,9 @@ type fleet struct {
 	ca2026       *hotcerttest.CA
 	cm           client.ObjectKey
 	issuers      map[string]*hotcerttest.CA
-	bundle       atomic.Pointer[[]byte]          // what the kubelet delivered to the volumes
-	serving      atomic.Pointer[tls.Certificate] // what the server's reloader holds
+	bundle       atomic.Pointer[[]byte] // what the kubelet delivered to the volumes
+	servers      []*fleetServer
+	certs        map[string]string // cert-manager Certificate -> its Secret
 	libs         []*libraryProcess
 	handshakes   atomic.Int64
 	failed       atomic.Int64
@@ -143,14 +144,32 @@ func newFleet(t *testing.T) *fleet {
 	create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "ca"}, Data: map[string]string{"ca.crt": string(f.ca2025.CertPEM)}})
 	b := f.ca2025.CertPEM
 	f.bundle.Store(&b)
-	leaf := f.ca2025.MustIssue(hotcerttest.WithDNSNames("cp.example"))
-	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "cp-tls"}, Type: corev1.SecretTypeTLS,
-		Data: map[string][]byte{"tls.crt": leaf.ChainPEM, "tls.key": leaf.KeyPEM, "ca.crt": f.ca2025.CertPEM}})
-	cert := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
-		"metadata": map[string]any{"namespace": f.ns, "name": "cp"},
-		"spec":     map[string]any{"secretName": "cp-tls", "dnsNames": []any{"cp.example"}, "issuerRef": map[string]any{"name": "ca-2025", "kind": "ClusterIssuer"}}}}
-	create(t, cert)
+	f.certs = map[string]string{}
+	f.certificate("cp", "cp-tls", nil)
 	return f
+}
+
+// certificate creates a server certificate Secret holding a CA-2025 leaf
+// and the cert-manager Certificate issuing it.
+func (f *fleet) certificate(name, secret string, labels map[string]any) {
+	leaf := f.ca2025.MustIssue(hotcerttest.WithDNSNames("cp.example"))
+	create(f.t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: secret}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{"tls.crt": leaf.ChainPEM, "tls.key": leaf.KeyPEM, "ca.crt": f.ca2025.CertPEM}})
+	meta := map[string]any{"namespace": f.ns, "name": name}
+	if labels != nil {
+		meta["labels"] = labels
+	}
+	create(f.t, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cert-manager.io/v1", "kind": "Certificate", "metadata": meta,
+		"spec": map[string]any{"secretName": secret, "dnsNames": []any{"cp.example"}, "issuerRef": map[string]any{"name": "ca-2025", "kind": "ClusterIssuer"}}}})
+	f.certs[name] = secret
+}
+
+// fleetServer is a TLS server of the fleet: what its reloader holds of its
+// Secret.
+type fleetServer struct {
+	secret  string
+	addr    string
+	serving atomic.Pointer[tls.Certificate]
 }
 
 // rotation creates the driven TrustRotation.
@@ -188,8 +207,14 @@ func (f *fleet) libraryClient(name string, follow bool) *libraryProcess {
 
 // server starts a TLS server on the host IP serving the Secret cp-tls, with
 // a reloader that follows the Secret, and its pod and EndpointSlice.
-func (f *fleet) server() int {
+func (f *fleet) server() { f.serverOf("cp-tls", "server") }
+
+// serverOf starts a TLS server serving secret, with pod (and EndpointSlice)
+// pod.
+func (f *fleet) serverOf(secret, pod string) {
 	t := f.t
+	fs := &fleetServer{secret: secret}
+	f.servers = append(f.servers, fs)
 	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
 	ln, err := net.Listen("tcp", net.JoinHostPort(f.ip, "0"))
 	if err != nil {
@@ -197,34 +222,35 @@ func (f *fleet) server() int {
 	}
 	srv.Listener.Close()
 	srv.Listener = ln
-	srv.TLS = &tls.Config{GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return f.serving.Load(), nil }}
+	srv.TLS = &tls.Config{GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return fs.serving.Load(), nil }}
+	fs.addr = ln.Addr().String()
 	f.loadServing()
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	_, p, _ := net.SplitHostPort(ln.Addr().String())
 	port, _ := strconv.Atoi(p)
-	createPod(t, f.ns, consumerPod{name: "server", vol: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "cp-tls"}}, started: time.Now().Add(-time.Hour)})
+	createPod(t, f.ns, consumerPod{name: pod, vol: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret}}, started: time.Now().Add(-time.Hour)})
 	create(t, &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: f.ns, Name: "cp-1", Labels: map[string]string{discoveryv1.LabelServiceName: "cp"}},
+		ObjectMeta:  metav1.ObjectMeta{Namespace: f.ns, Name: pod, Labels: map[string]string{discoveryv1.LabelServiceName: pod}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{f.ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
-			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: f.ns, Name: "server"}}},
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: f.ns, Name: pod}}},
 		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
 	})
-	return port
 }
 
 func (f *fleet) loadServing() {
-	if f.frozen.Load() && f.serving.Load() != nil {
-		return
-	}
-	s := &corev1.Secret{}
-	if err := env.Client().Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "cp-tls"}, s); err != nil {
-		return
-	}
-	c, err := tls.X509KeyPair(s.Data["tls.crt"], s.Data["tls.key"])
-	if err == nil {
-		f.serving.Store(&c)
+	for _, fs := range f.servers {
+		if f.frozen.Load() && fs.serving.Load() != nil {
+			continue
+		}
+		s := &corev1.Secret{}
+		if err := env.Client().Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: fs.secret}, s); err != nil {
+			continue
+		}
+		if c, err := tls.X509KeyPair(s.Data["tls.crt"], s.Data["tls.key"]); err == nil {
+			fs.serving.Store(&c)
+		}
 	}
 }
 
@@ -234,7 +260,7 @@ func (f *fleet) loadServing() {
 // controller (the pod of each Deployment rolled restarts when its template
 // changes), and a client that handshakes with the server verifying against
 // the bundle its volume holds.
-func (f *fleet) play(port int, rolled ...string) {
+func (f *fleet) play(rolled ...string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	f.t.Cleanup(func() { cancel(); wg.Wait() })
@@ -270,20 +296,21 @@ func (f *fleet) play(port int, rolled ...string) {
 		}
 	})
 	wg.Go(func() {
-		addr := net.JoinHostPort(f.ip, strconv.Itoa(port))
 		for ctx.Err() == nil {
-			pool := x509.NewCertPool()
-			pool.AppendCertsFromPEM(*f.bundle.Load())
-			conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, &tls.Config{RootCAs: pool, ServerName: "cp.example"})
-			f.handshakes.Add(1)
-			if err != nil {
-				if ctx.Err() == nil {
-					f.failed.Add(1)
-					msg := err.Error()
-					f.lastFailure.Store(&msg)
+			for _, fs := range f.servers {
+				pool := x509.NewCertPool()
+				pool.AppendCertsFromPEM(*f.bundle.Load())
+				conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", fs.addr, &tls.Config{RootCAs: pool, ServerName: "cp.example"})
+				f.handshakes.Add(1)
+				if err != nil {
+					if ctx.Err() == nil {
+						f.failed.Add(1)
+						msg := fs.addr + ": " + err.Error()
+						f.lastFailure.Store(&msg)
+					}
+				} else {
+					conn.Close()
 				}
-			} else {
-				conn.Close()
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -297,23 +324,25 @@ func (f *fleet) issue() {
 		return
 	}
 	ctx := context.Background()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(schema.GroupVersion{Group: "cert-manager.io", Version: "v1"}.WithKind("Certificate"))
-	if env.Client().Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "cp"}, u) != nil {
-		return
+	for cert, secret := range f.certs {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(schema.GroupVersion{Group: "cert-manager.io", Version: "v1"}.WithKind("Certificate"))
+		if env.Client().Get(ctx, client.ObjectKey{Namespace: f.ns, Name: cert}, u) != nil {
+			continue
+		}
+		name, _, _ := unstructured.NestedString(u.Object, "spec", "issuerRef", "name")
+		ca := f.issuers[name]
+		s := &corev1.Secret{}
+		if ca == nil || env.Client().Get(ctx, client.ObjectKey{Namespace: f.ns, Name: secret}, s) != nil {
+			continue
+		}
+		if bytes.Equal(s.Data["ca.crt"], ca.CertPEM) {
+			continue
+		}
+		leaf := ca.MustIssue(hotcerttest.WithDNSNames("cp.example"))
+		s.Data = map[string][]byte{"tls.crt": leaf.ChainPEM, "tls.key": leaf.KeyPEM, "ca.crt": ca.CertPEM}
+		_ = env.Client().Update(ctx, s)
 	}
-	name, _, _ := unstructured.NestedString(u.Object, "spec", "issuerRef", "name")
-	ca := f.issuers[name]
-	s := &corev1.Secret{}
-	if ca == nil || env.Client().Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "cp-tls"}, s) != nil {
-		return
-	}
-	if bytes.Equal(s.Data["ca.crt"], ca.CertPEM) {
-		return
-	}
-	leaf := ca.MustIssue(hotcerttest.WithDNSNames("cp.example"))
-	s.Data = map[string][]byte{"tls.crt": leaf.ChainPEM, "tls.key": leaf.KeyPEM, "ca.crt": ca.CertPEM}
-	_ = env.Client().Update(ctx, s)
 }
 
 func drivePhase(tr *v1alpha1.TrustRotation) string {
@@ -370,7 +399,7 @@ func TestDrivenRotation(t *testing.T) {
 	f := newFleet(t)
 	f.libraryClient("lib", true)
 	f.deployment("legacy", true)
-	port := f.server()
+	f.server()
 	f.rotation(nil)
 	begin := time.Now()
 	stop := runCensus(t)
@@ -399,7 +428,7 @@ func TestDrivenRotation(t *testing.T) {
 	if now := f.configMap().ResourceVersion; now != rv {
 		t.Fatalf("the restarted controller wrote the bundle again (resourceVersion %s, then %s)", rv, now)
 	}
-	f.play(port, "legacy")
+	f.play("legacy")
 
 	tr = waitRotation(t, f.name, "the rotation complete", func(tr *v1alpha1.TrustRotation) bool {
 		return drivePhase(tr) == v1alpha1.PhaseComplete || drivePhase(tr) == v1alpha1.PhaseStopped
@@ -458,10 +487,10 @@ func TestDrivenRotationStopsOnASabotagedConsumer(t *testing.T) {
 	f.libraryClient("lib", true)
 	sab := f.libraryClient("sabotaged", false) // keeps CA-2025 only
 	_ = sab
-	port := f.server()
+	f.server()
 	f.rotation(nil)
 	runCensus(t)
-	f.play(port)
+	f.play()
 
 	tr := waitRotation(t, f.name, "held at add-new-ca", func(tr *v1alpha1.TrustRotation) bool {
 		return drivePhase(tr) == v1alpha1.PhaseWaiting && tr.Status.Drive.Step == v1alpha1.StepAddNewCA && straggler(tr, "lib") == nil && strings.Contains(tr.Status.Drive.Message, "sabotaged")
@@ -494,10 +523,12 @@ func TestDrivenRotationStopsOnASabotagedConsumer(t *testing.T) {
 	})
 }
 
-func (f *fleet) issuerName() string {
+func (f *fleet) issuerName() string { return f.issuerOf("cp") }
+
+func (f *fleet) issuerOf(cert string) string {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(schema.GroupVersion{Group: "cert-manager.io", Version: "v1"}.WithKind("Certificate"))
-	if err := env.Client().Get(testContext(f.t), client.ObjectKey{Namespace: f.ns, Name: "cp"}, u); err != nil {
+	if err := env.Client().Get(testContext(f.t), client.ObjectKey{Namespace: f.ns, Name: cert}, u); err != nil {
 		f.t.Fatal(err)
 	}
 	name, _, _ := unstructured.NestedString(u.Object, "spec", "issuerRef", "name")
@@ -597,10 +628,10 @@ func TestDrivenRotationRollsBack(t *testing.T) {
 	f := newFleet(t)
 	f.libraryClient("lib", true)
 	f.frozen.Store(true)
-	port := f.server()
+	f.server()
 	f.rotation(nil)
 	runCensus(t)
-	f.play(port)
+	f.play()
 	tr := waitRotation(t, f.name, "held at switch-server-cert", func(tr *v1alpha1.TrustRotation) bool {
 		return drivePhase(tr) == v1alpha1.PhaseWaiting && tr.Status.Drive.Step == v1alpha1.StepSwitchServerCert &&
 			len(tr.Status.ServerCertificates) == 1 && tr.Status.ServerCertificates[0].IssuedBy == "new"
@@ -662,11 +693,11 @@ func TestDrivenRotationResumesInEveryStep(t *testing.T) {
 	f := newFleet(t)
 	f.libraryClient("lib", true)
 	f.deployment("legacy", true)
-	port := f.server()
+	f.server()
 	f.rotation(nil)
 	f.holdIssue.Store(true) // switch-server-cert cannot be done before the restart
 	stop := runCensus(t)
-	f.play(port, "legacy")
+	f.play("legacy")
 	for _, step := range []string{v1alpha1.StepAddNewCA, v1alpha1.StepSwitchServerCert, v1alpha1.StepRemoveOldCA} {
 		tr := waitRotation(t, f.name, step+" written", func(tr *v1alpha1.TrustRotation) bool { return stepOf(tr, step).Written != nil })
 		if stepOf(tr, step).Done != nil {
@@ -697,4 +728,48 @@ func TestDrivenRotationResumesInEveryStep(t *testing.T) {
 		t.Fatalf("%d of %d handshakes failed, the last: %s", n, f.handshakes.Load(), *f.lastFailure.Load())
 	}
 	t.Logf("three restarts, one in each step; %d handshakes, 0 failed", f.handshakes.Load())
+}
+
+// TestDrivenRotationCanary: with a canary (the Certificates labelled
+// canary=true) and a soak, the canary is switched first; while its server
+// does not serve the new leaf the rotation waits, naming it, and the rest
+// are not switched; once the canary is proven and has soaked, the rest are.
+func TestDrivenRotationCanary(t *testing.T) {
+	f := newFleet(t)
+	f.libraryClient("lib", true)
+	f.certificate("cp2", "cp2-tls", nil)
+	f.server()
+	f.serverOf("cp2-tls", "server2")
+	f.frozen.Store(true) // the canary's server does not reload at first
+	f.rotation(func(s *v1alpha1.TrustRotationSpec) {
+		s.ServerCertificates = append(s.ServerCertificates, v1alpha1.ServerCertificate{Namespace: f.ns, Name: "cp2-tls", Port: "https", ServerName: "cp.example"})
+		s.Drive.Canary = &v1alpha1.Canary{Percent: 50, Soak: &metav1.Duration{Duration: 2 * time.Second}}
+	})
+	runCensus(t)
+	f.play()
+	tr := waitRotation(t, f.name, "the canary held", func(tr *v1alpha1.TrustRotation) bool {
+		return stepOf(tr, v1alpha1.StepSwitchServerCert).CanaryWritten != nil && strings.Contains(tr.Status.Drive.Message, "waiting for the canary: pod "+f.ns+"/server:")
+	})
+	time.Sleep(time.Second)
+	if a, b := f.issuerOf("cp"), f.issuerOf("cp2"); a != "ca-2026" || b != "ca-2025" {
+		t.Fatalf("issuers cp %s, cp2 %s while the canary is not proven", a, b)
+	}
+	if i := tr.Status.Drive.Issuers; len(i) != 2 || !i[0].Canary || i[1].Canary {
+		t.Fatalf("recorded issuers %+v", i)
+	}
+	f.frozen.Store(false) // the canary's server reloads
+	tr = waitRotation(t, f.name, "the rotation complete", func(tr *v1alpha1.TrustRotation) bool {
+		return drivePhase(tr) == v1alpha1.PhaseComplete || drivePhase(tr) == v1alpha1.PhaseStopped
+	})
+	sw := stepOf(tr, v1alpha1.StepSwitchServerCert)
+	if drivePhase(tr) != v1alpha1.PhaseComplete || sw.CanaryDone == nil || sw.Written.Sub(sw.CanaryDone.Time) < 2*time.Second {
+		t.Fatalf("phase %s, switch %+v: the rest switched before the soak", drivePhase(tr), sw)
+	}
+	if f.issuerOf("cp2") != "ca-2026" {
+		t.Fatalf("cp2 issued by %s", f.issuerOf("cp2"))
+	}
+	if n := f.failed.Load(); n != 0 {
+		t.Fatalf("%d of %d handshakes failed, the last: %s", n, f.handshakes.Load(), *f.lastFailure.Load())
+	}
+	t.Logf("canary, soak 2s, then the rest; %d handshakes to 2 servers, 0 failed", f.handshakes.Load())
 }

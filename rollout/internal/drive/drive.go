@@ -28,6 +28,14 @@ import (
 // DefaultDeadlineMargin is spec.drive.deadlineMargin's default.
 const DefaultDeadlineMargin = 7 * 24 * time.Hour
 
+// MaxPlanConsumers bounds the consumers the plan names per step (the
+// status stays small however large the fleet).
+const MaxPlanConsumers = 20
+
+// MaxRolls bounds the pods whose workloads one decision rolls (each costs
+// the controller a few GETs; the next census takes the next ones).
+const MaxRolls = 32
+
 // Certificate is a cert-manager Certificate issuing one server certificate
 // Secret.
 type Certificate struct {
@@ -314,7 +322,7 @@ func (d *decider) rolls(cur string) {
 		want = v1alpha1.StepAddNewCA // the trust consumers
 	}
 	for _, r := range in.ReadAtStart {
-		if r.Step == want && r.Unproven && !slices.Contains(d.out.Rolls, r.Pod) {
+		if r.Step == want && r.Unproven && !slices.Contains(d.out.Rolls, r.Pod) && len(d.out.Rolls) < MaxRolls {
 			d.out.Rolls = append(d.out.Rolls, r.Pod)
 		}
 	}
@@ -545,10 +553,17 @@ func (d *decider) plan() []string {
 	add(v1alpha1.StepAddNewCA, "write %s: add %s beside %s", in.BundleName, in.NewCA, in.OldCA)
 	add(v1alpha1.StepAddNewCA, "wait until the census proves every consumer trusts %s", in.NewCA)
 	restart := func(stepName string) {
+		n := 0
 		for _, r := range in.ReadAtStart {
-			if r.Step == stepName || (stepName == v1alpha1.StepRemoveOldCA && r.Step == v1alpha1.StepAddNewCA) {
-				add(stepName, "%s reads at start: it must restart after the write (the rollout controller rolls an opted-in workload) or be acknowledged", r.Consumer)
+			if r.Step != stepName && (stepName != v1alpha1.StepRemoveOldCA || r.Step != v1alpha1.StepAddNewCA) {
+				continue
 			}
+			if n++; n <= MaxPlanConsumers {
+				add(stepName, "%s reads at start: it must restart after the write (an opted-in workload is rolled) or be acknowledged", r.Consumer)
+			}
+		}
+		if n > MaxPlanConsumers {
+			add(stepName, "and %d more consumers that read at start", n-MaxPlanConsumers)
 		}
 	}
 	restart(v1alpha1.StepAddNewCA)

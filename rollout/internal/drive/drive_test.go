@@ -372,3 +372,20 @@ func TestRollsAfterTheKubeletsDelay(t *testing.T) {
 		t.Fatalf("rolled %v before the census saw the write", d.Rolls)
 	}
 }
+
+// TestPlanIsBounded: however many consumers read at start, the plan names
+// at most MaxPlanConsumers per step and counts the rest.
+func TestPlanIsBounded(t *testing.T) {
+	w := newWorld(t, external)
+	for i := range 1000 {
+		w.restart = append(w.restart, ReadAtStart{Step: v1alpha1.StepAddNewCA, Consumer: "pod app/p" + strings.Repeat("x", i%3), Pod: "app/p", Unproven: true})
+	}
+	w.spec.DryRun = true
+	w.decide()
+	if n := len(w.prev.Plan); n > 2*MaxPlanConsumers+10 {
+		t.Fatalf("%d plan lines", n)
+	}
+	if plan := strings.Join(w.prev.Plan, "\n"); !strings.Contains(plan, "add-new-ca: and 980 more consumers that read at start") {
+		t.Fatalf("plan:\n%s", plan)
+	}
+}
