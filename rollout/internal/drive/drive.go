@@ -56,8 +56,8 @@ type Input struct {
 	Census *v1alpha1.TrustRotationStatus
 	// Prev is the progress recorded so far (nil: none).
 	Prev *v1alpha1.DriveStatus
-	// Bundle is the index of spec.drive.bundle in spec.trust, BundleName
-	// how messages name it.
+	// Bundle is the index of spec.drive.bundle in spec.trust (-1: it is not
+	// there, and the rotation stops), BundleName how messages name it.
 	Bundle     int
 	BundleName string
 	// OldCA and NewCA name the CAs; OldCAExpires is the old CA's earliest
@@ -214,6 +214,10 @@ func (d *decider) decide() {
 	if st.Phase == v1alpha1.PhaseStopped && st.ObservedGeneration == in.Generation {
 		return // stays stopped until the spec changes
 	}
+	if in.Bundle < 0 {
+		d.stop(in.BundleName + " is not one of spec.trust: the census cannot prove what its consumers hold")
+		return
+	}
 	if why := d.guard(); why != "" {
 		d.stop(why)
 		return
@@ -225,7 +229,7 @@ func (d *decider) decide() {
 // object changed underneath it, or a step it proved is no longer proven.
 func (d *decider) guard() string {
 	in, st := d.in, d.st
-	if in.Bundle < len(in.Census.Trust) {
+	if in.Bundle >= 0 && in.Bundle < len(in.Census.Trust) {
 		b := in.Census.Trust[in.Bundle]
 		if b.Error == "" && b.Objects > 0 {
 			if step(st, v1alpha1.StepAddNewCA).Written != nil && b.HoldNew < b.Objects {

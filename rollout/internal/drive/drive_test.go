@@ -389,3 +389,13 @@ func TestPlanIsBounded(t *testing.T) {
 		t.Fatalf("plan:\n%s", plan)
 	}
 }
+
+// TestBundleNotFollowedStops: a bundle the census does not follow (not one
+// of spec.trust) is never written.
+func TestBundleNotFollowedStops(t *testing.T) {
+	w := newWorld(t, external)
+	d := Decide(Input{Now: w.now, Generation: 1, Spec: &w.spec, Census: &w.cen, Bundle: -1, BundleName: "ConfigMap app/other key ca.crt"})
+	if d.Status.Phase != v1alpha1.PhaseStopped || len(d.Writes) != 0 || !strings.Contains(d.Status.Message, "is not one of spec.trust") {
+		t.Fatalf("%+v", d.Status)
+	}
+}
