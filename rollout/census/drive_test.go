@@ -773,3 +773,29 @@ func TestDrivenRotationCanary(t *testing.T) {
 	}
 	t.Logf("canary, soak 2s, then the rest; %d handshakes to 2 servers, 0 failed", f.handshakes.Load())
 }
+
+// TestDrivenRotationRollsOnlyOptedInWorkloads: the Deployment of a consumer
+// that reads at start but is not opted in (hotcert.dev/rollout-on-change)
+// is not rolled: a Warning names it, and the rotation waits on it.
+func TestDrivenRotationRollsOnlyOptedInWorkloads(t *testing.T) {
+	f := newFleet(t)
+	f.deployment("manual", false)
+	f.server()
+	f.rotation(nil)
+	runCensus(t)
+	f.play("manual")
+	waitRotation(t, f.name, "the Warning", func(*v1alpha1.TrustRotation) bool {
+		return countEvents(t, f.name, census.EventNotRolled, "Deployment "+f.ns+"/manual (pod "+f.ns+"/manual reads at start) is not opted in") > 0
+	})
+	tr := rotation(t, f.name)
+	if tr.Status.Drive.Step != v1alpha1.StepAddNewCA || !strings.Contains(tr.Status.Drive.Message, "manual") {
+		t.Fatalf("drive %+v", tr.Status.Drive)
+	}
+	dep := &appsv1.Deployment{}
+	if err := env.Client().Get(testContext(t), client.ObjectKey{Namespace: f.ns, Name: "manual"}, dep); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := dep.Spec.Template.Annotations[census.AnnotationRotationRestart]; ok || f.restartCount.Load() != 0 {
+		t.Fatalf("a Deployment not opted in was rolled (%q)", got)
+	}
+}
