@@ -74,6 +74,11 @@ type Options struct {
 	// SkipNameValidation lets several managers in one process (tests)
 	// register the controller.
 	SkipNameValidation bool
+
+	// Drive lets TrustRotations in mode Drive take their steps (write their
+	// bundles, switch their Certificates, roll opted-in workloads). Without
+	// it they are observed, and status.drive says why nothing moves.
+	Drive bool
 }
 
 func (o Options) withDefaults() Options {

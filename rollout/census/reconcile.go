@@ -39,14 +39,19 @@ func (c *Census) reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	now := c.opts.Clock.Now()
-	status, err := c.take(ctx, tr, now)
+	status, res, err := c.take(ctx, tr, now)
 	if err != nil {
 		c.metrics.errors.WithLabelValues(tr.Name).Inc()
 		return reconcile.Result{}, err
 	}
+	d := c.drive(ctx, tr, status, res, now) // mode Drive: the next move (drive.go)
 	if err := c.write(ctx, tr, status); err != nil {
 		c.metrics.errors.WithLabelValues(tr.Name).Inc()
 		return reconcile.Result{}, err
+	}
+	c.emit(tr, d.events)
+	if d.again > 0 && d.again < c.opts.Interval {
+		return reconcile.Result{RequeueAfter: max(d.again, c.opts.MinSpacing)}, nil
 	}
 	return reconcile.Result{RequeueAfter: c.opts.Interval}, nil
 }
@@ -73,7 +78,7 @@ func (c *Census) spacing(tr *v1alpha1.TrustRotation) time.Duration {
 // take takes the census of tr at now and returns its new status. A spec
 // that cannot be acted on (a CA that does not load) is a status, Invalid on
 // every step, not an error; an API error reading the cache is an error.
-func (c *Census) take(ctx context.Context, tr *v1alpha1.TrustRotation, now time.Time) (*v1alpha1.TrustRotationStatus, error) {
+func (c *Census) take(ctx context.Context, tr *v1alpha1.TrustRotation, now time.Time) (*v1alpha1.TrustRotationStatus, *core.Result, error) {
 	spec := &tr.Spec
 	st := &v1alpha1.TrustRotationStatus{ObservedGeneration: tr.Generation}
 	oldCA, err := loadCA(ctx, c.api, spec.OldCA, "old")
@@ -89,14 +94,14 @@ func (c *Census) take(ctx context.Context, tr *v1alpha1.TrustRotation, now time.
 	for _, step := range []string{v1alpha1.StepAddNewCA, v1alpha1.StepSwitchServerCert, v1alpha1.StepRemoveOldCA} {
 		st.Conditions = setCondition(st.Conditions, step, false, v1alpha1.ReasonInvalid, msg, tr.Generation, now)
 	}
-	return st, nil
+	return st, nil, nil
 }
 
-func (c *Census) census(ctx context.Context, tr *v1alpha1.TrustRotation, oldCA, newCA side, now time.Time) (*v1alpha1.TrustRotationStatus, error) {
+func (c *Census) census(ctx context.Context, tr *v1alpha1.TrustRotation, oldCA, newCA side, now time.Time) (*v1alpha1.TrustRotationStatus, *core.Result, error) {
 	spec := &tr.Spec
 	sc, err := c.scopeNow(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("census: %s: %w", tr.Name, err)
+		return nil, nil, fmt.Errorf("census: %s: %w", tr.Name, err)
 	}
 	trustNames, states := trustObjects(ctx, c.api, spec.Trust, oldCA, newCA)
 	serverNames, signers, servers := serverObjects(ctx, c.api, spec.ServerCertificates, oldCA, newCA)
@@ -137,7 +142,7 @@ func (c *Census) census(ctx context.Context, tr *v1alpha1.TrustRotation, oldCA, 
 	}
 	st.Consumers, st.Stragglers, st.StragglersOmitted = r.Counts, r.Stragglers, int32(r.Omitted)
 	st.Conditions = r.Conditions(tr.Status.Conditions, tr.Generation, now)
-	return st, nil
+	return st, &r, nil
 }
 
 // acknowledged turns spec.acknowledged into the census's question.

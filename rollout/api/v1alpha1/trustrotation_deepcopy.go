@@ -31,6 +31,7 @@ func (s *TrustRotationSpec) DeepCopyInto(out *TrustRotationSpec) {
 			out.Acknowledged[i].Selector = a.Selector.DeepCopy()
 		}
 	}
+	out.Drive = s.Drive.DeepCopy()
 }
 
 // DeepCopyInto copies c into out.
@@ -78,6 +79,7 @@ func (s *TrustRotationStatus) DeepCopyInto(out *TrustRotationStatus) {
 			s.Conditions[i].DeepCopyInto(&out.Conditions[i])
 		}
 	}
+	out.Drive = s.Drive.DeepCopy()
 }
 
 // DeepCopyInto copies r into out.

@@ -133,7 +133,7 @@ func TestInvalidTrustRotationsAreRefused(t *testing.T) {
 			"a server certificate Secret needs a namespace and a name"},
 		{"bad-kind", func(s *v1alpha1.TrustRotationSpec) { s.OldCA.From.Kind = "configmap" },
 			`spec.oldCA.from.kind: Unsupported value: "configmap"`},
-		{"bad-mode", func(s *v1alpha1.TrustRotationSpec) { s.Mode = "Drive" }, `spec.mode: Unsupported value: "Drive"`},
+		{"bad-mode", func(s *v1alpha1.TrustRotationSpec) { s.Mode = "Steer" }, `spec.mode: Unsupported value: "Steer"`},
 		{"bad-url", func(s *v1alpha1.TrustRotationSpec) { s.Evidence.Prometheus.URL = "prometheus:9090" },
 			"url must be an http or https URL"},
 		{"bad-delay", func(s *v1alpha1.TrustRotationSpec) { s.Propagation.Volume = &metav1.Duration{Duration: -time.Second} },

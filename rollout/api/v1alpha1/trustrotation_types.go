@@ -20,8 +20,9 @@ var TrustRotationCRDYAML []byte
 //
 //	kubectl wait trustrotation/ca-2026 --for=condition=add-new-ca --timeout=15m
 //
-// gates the next step of a pipeline. In mode Observe (the only one) the
-// controller changes nothing: it counts.
+// gates the next step of a pipeline. In mode Observe (the default) the
+// controller changes nothing: it counts. In mode Drive it also takes the
+// steps, each once the census proves the one before it (see DriveSpec).
 type TrustRotation struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -71,11 +72,14 @@ type RotationMode string
 const (
 	// ModeObserve keeps the census and the conditions, and changes nothing.
 	ModeObserve RotationMode = "Observe"
+	// ModeDrive also carries the rotation out, step by proven step, as
+	// spec.drive declares (see DriveSpec).
+	ModeDrive RotationMode = "Drive"
 )
 
 // TrustRotationSpec names the rotation and where its consumers are.
 type TrustRotationSpec struct {
-	// Mode is Observe (the default and, for now, the only mode).
+	// Mode is Observe (the default) or Drive.
 	Mode RotationMode `json:"mode,omitempty"`
 	// OldCA is the CA being replaced, NewCA its replacement.
 	OldCA CA `json:"oldCA"`
@@ -96,6 +100,9 @@ type TrustRotationSpec struct {
 	// MinConsumers, if set, keeps every step from being done while the census
 	// finds fewer consumers (a fleet that is not there yet proves nothing).
 	MinConsumers int32 `json:"minConsumers,omitempty"`
+
+	// Drive says how the controller carries the rotation out (mode Drive).
+	Drive *DriveSpec `json:"drive,omitempty"`
 }
 
 // CA names one side of the rotation: exactly one of SHA256, PEM or From.
@@ -266,6 +273,9 @@ type TrustRotationStatus struct {
 	// Conditions: one per step (StepAddNewCA, StepSwitchServerCert,
 	// StepRemoveOldCA).
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Drive is the progress of a driven rotation (mode Drive).
+	Drive *DriveStatus `json:"drive,omitempty"`
 }
 
 // MaxStragglers bounds status.stragglers.

@@ -72,6 +72,8 @@ type Options struct {
 	// CensusPrometheus is how the census reaches a Prometheus behind
 	// authentication or TLS.
 	CensusPrometheus Prometheus
+	// CensusDrive lets TrustRotations in mode Drive take their steps.
+	CensusDrive bool
 
 	// inClusterNamespaceFile is where a pod reads its namespace.
 	inClusterNamespaceFile string
@@ -138,6 +140,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Census, "census", o.Census, "keep the census of every TrustRotation (hotcert.dev/v1alpha1): which pods consume its trust objects and server certificates, what each holds and how that is known, one condition per rotation step (needs the TrustRotation CRD and read access to pods and endpointslices; see docs/census.md)")
 	fs.DurationVar(&o.CensusInterval, "census-interval", o.CensusInterval, "how often each TrustRotation's census is taken (pod changes also trigger one)")
 	o.CensusPrometheus.addFlags(fs)
+	fs.BoolVar(&o.CensusDrive, "census-drive", o.CensusDrive, "let TrustRotations in mode Drive take their steps: write their bundles, switch their cert-manager Certificates, roll opted-in workloads (needs --census and the write access of docs/ca-rotation.md); without it they are only observed")
 	fs.StringVar((*string)(&o.SecretCache), "secret-cache", string(o.SecretCache), "how to watch Secrets and ConfigMaps: referenced (whole objects, keep digests of referenced ones only: no read per change) or metadata (metadata only, one GET per change of a referenced object: least memory and traffic)")
 }
 
@@ -161,6 +164,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--secret-cache %q: want referenced or metadata", o.SecretCache)
 	case o.Census && o.CensusInterval <= 0:
 		return fmt.Errorf("--census-interval %s: want a positive duration", o.CensusInterval)
+	case o.CensusDrive && !o.Census:
+		return fmt.Errorf("--census-drive needs --census")
 	}
 	if err := o.CensusPrometheus.validate(); err != nil {
 		return err
@@ -211,7 +216,8 @@ func (o *Options) Complete(log logr.Logger) (*Config, error) {
 	if o.Census {
 		// The census counts the pods of the namespaces the controller watches.
 		c.Census = &census.Options{Interval: o.CensusInterval, MetricsPrefix: o.MetricsPrefix,
-			Namespaces: o.Namespaces, NamespaceSelector: c.Controller.NamespaceSelector}
+			Namespaces: o.Namespaces, NamespaceSelector: c.Controller.NamespaceSelector, Drive: o.CensusDrive,
+			SkipNameValidation: o.SkipNameValidation}
 		if err := o.CensusPrometheus.complete(c.Census); err != nil {
 			return nil, err
 		}

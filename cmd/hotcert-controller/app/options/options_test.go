@@ -44,6 +44,7 @@ func TestValidate(t *testing.T) {
 		{[]string{"--workload-selector=a=b=c"}, "--workload-selector \"a=b=c\":"},
 		{[]string{"--webhook-bind-address=:9443"}, "--webhook-cert-file and --webhook-key-file"},
 		{[]string{"--census", "--census-interval=0s"}, "--census-interval 0s: want a positive duration"},
+		{[]string{"--census-drive"}, "--census-drive needs --census"},
 	} {
 		if err := parse(t, tc.args...).Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
@@ -111,8 +112,15 @@ func TestComplete(t *testing.T) {
 	}
 	// The census counts the pods of the namespaces the controller watches.
 	if c := cfg.Census; c == nil || c.Interval != 30*time.Second || c.MetricsPrefix != "acme" ||
-		!slices.Equal(c.Namespaces, []string{"a", "b"}) || c.NamespaceSelector == nil || c.NamespaceSelector.String() != "team=payments" {
+		!slices.Equal(c.Namespaces, []string{"a", "b"}) || c.NamespaceSelector == nil || c.NamespaceSelector.String() != "team=payments" || c.Drive {
 		t.Errorf("census options %+v", c)
+	}
+	o = parse(t, "--kubeconfig", kubeconfig(t, "team-a"), "--census", "--census-drive")
+	if cfg, err = o.Complete(logr.Discard()); err != nil {
+		t.Fatal(err)
+	}
+	if c := cfg.Census; c == nil || !c.Drive {
+		t.Errorf("census options %+v with --census-drive", c)
 	}
 }
 

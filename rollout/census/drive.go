@@ -1,0 +1,353 @@
+package census
+
+import (
+	"cmp"
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
+	core "github.com/hotcert/hotcert/rollout/internal/census"
+	"github.com/hotcert/hotcert/rollout/internal/drive"
+)
+
+// certificateGVK is cert-manager's Certificate.
+var certificateGVK = schema.GroupVersionKind{Group: "cert-manager.io", Version: "v1", Kind: "Certificate"}
+
+// NotDriving is status.drive.message of a rotation in mode Drive when the
+// controller does not drive (Options.Drive, --census-drive, is off).
+const NotDriving = "observed only: this controller does not drive rotations (hotcert-controller --census-drive)"
+
+// driven is what a driven rotation's decision leaves for after the status
+// is written: its Events, and how soon to decide again.
+type driven struct {
+	events []drive.Event
+	again  time.Duration
+}
+
+// drive takes a driven rotation's next move from the census just taken
+// (st): it decides (package drive), makes the writes the decision names,
+// and puts the progress into st. A rotation not in mode Drive keeps the
+// progress it has. A write that fails keeps the progress as it was (the
+// move is retried from the status) with the error in its message.
+func (c *Census) drive(ctx context.Context, tr *v1alpha1.TrustRotation, st *v1alpha1.TrustRotationStatus, res *core.Result, now time.Time) driven {
+	st.Drive = tr.Status.Drive.DeepCopy()
+	spec := tr.Spec.Drive
+	if tr.Spec.Mode != v1alpha1.ModeDrive || spec == nil || res == nil {
+		return driven{} // res nil: the spec is Invalid, as the conditions say
+	}
+	if !c.opts.Drive {
+		if st.Drive == nil {
+			st.Drive = &v1alpha1.DriveStatus{}
+		}
+		st.Drive.Message = NotDriving
+		return driven{}
+	}
+	oldCA, err := loadCA(ctx, c.api, tr.Spec.OldCA, "old")
+	var newCA side
+	if err == nil {
+		newCA, err = loadCA(ctx, c.api, tr.Spec.NewCA, "new")
+	}
+	if err != nil {
+		return c.driveFailed(st, "the CAs cannot be read: "+err.Error())
+	}
+	kind, key := bundleOf(spec.Bundle)
+	in := drive.Input{Now: now, Generation: tr.Generation, Spec: spec, Census: st, Prev: tr.Status.Drive, Bundle: -1,
+		BundleName: core.Object{Kind: kind, Namespace: key.Namespace, Name: key.Name, Key: key.Key}.String(),
+		OldCA:      oldCA.Name, NewCA: newCA.Name, OldCAExpires: earliestExpiry(oldCA.certs)}
+	for i, t := range tr.Spec.Trust {
+		if k := t.ConfigMap; k != nil && kind == core.KindConfigMap && *k == key || t.Secret != nil && kind == core.KindSecret && *t.Secret == key {
+			in.Bundle = i
+		}
+	}
+	for _, sc := range tr.Spec.ServerCertificates {
+		in.Servers = append(in.Servers, core.Object{Kind: core.KindSecret, Namespace: sc.Namespace, Name: sc.Name, Key: cmp.Or(sc.Key, "tls.crt")}.String())
+	}
+	if spec.Reissue.CertManager != nil {
+		if in.Certificates, in.Missing, err = c.certificates(ctx, tr.Spec.ServerCertificates); err != nil {
+			return c.driveFailed(st, err.Error())
+		}
+	}
+	cur := ""
+	if tr.Status.Drive != nil {
+		cur = tr.Status.Drive.Step
+	}
+	in.ReadAtStart = readAtStart(res, cur)
+	in.RollAfter = rollAfter(st, in.Bundle, durationOr(tr.Spec.Propagation.Volume, DefaultVolumeDelay))
+	d := drive.Decide(in)
+	for _, w := range d.Writes {
+		if err := c.apply(ctx, w, kind, key, oldCA, newCA); err != nil {
+			return c.driveFailed(st, err.Error())
+		}
+	}
+	st.Drive = d.Status
+	events := d.Events
+	for _, pod := range d.Rolls {
+		if e, ok := c.roll(ctx, tr.Name, d.RollStep, pod, now); ok {
+			events = append(events, e)
+		}
+	}
+	return driven{events: events, again: d.Again}
+}
+
+// driveFailed keeps the progress as it was, saying why it could not move.
+func (c *Census) driveFailed(st *v1alpha1.TrustRotationStatus, why string) driven {
+	if st.Drive == nil {
+		st.Drive = &v1alpha1.DriveStatus{}
+	}
+	st.Drive.Message = "cannot move: " + why
+	return driven{events: []drive.Event{{Warning: true, Reason: drive.EventStopped, Message: "cannot move: " + why}}, again: c.opts.MinSpacing}
+}
+
+func bundleOf(b v1alpha1.DriveBundle) (core.Kind, v1alpha1.ObjectKey) {
+	if b.Secret != nil {
+		return core.KindSecret, *b.Secret
+	}
+	return core.KindConfigMap, *b.ConfigMap
+}
+
+// certificates finds the cert-manager Certificate issuing each server
+// certificate Secret (spec.secretName), read from the API server; missing
+// names the Secrets none issues.
+func (c *Census) certificates(ctx context.Context, servers []v1alpha1.ServerCertificate) (found []drive.Certificate, missing []string, err error) {
+	byNS := map[string][]unstructured.Unstructured{}
+	for i, sc := range servers {
+		list, ok := byNS[sc.Namespace]
+		if !ok {
+			l := &unstructured.UnstructuredList{}
+			l.SetGroupVersionKind(certificateGVK.GroupVersion().WithKind("CertificateList"))
+			if err := c.api.List(ctx, l, client.InNamespace(sc.Namespace)); err != nil {
+				return nil, nil, fmt.Errorf("listing the cert-manager Certificates of namespace %s: %w", sc.Namespace, err)
+			}
+			list = l.Items
+			byNS[sc.Namespace] = list
+		}
+		n := 0
+		for _, u := range list {
+			if name, _, _ := unstructured.NestedString(u.Object, "spec", "secretName"); name != sc.Name {
+				continue
+			}
+			ref := v1alpha1.IssuerRef{}
+			ref.Name, _, _ = unstructured.NestedString(u.Object, "spec", "issuerRef", "name")
+			ref.Kind, _, _ = unstructured.NestedString(u.Object, "spec", "issuerRef", "kind")
+			ref.Group, _, _ = unstructured.NestedString(u.Object, "spec", "issuerRef", "group")
+			found = append(found, drive.Certificate{Key: u.GetNamespace() + "/" + u.GetName(), IssuerRef: ref, Labels: u.GetLabels(), Server: i})
+			n++
+		}
+		if n == 0 {
+			missing = append(missing, sc.Namespace+"/"+sc.Name)
+		}
+	}
+	return found, missing, nil
+}
+
+// apply makes one write. Each is idempotent: an object that already is as
+// the write wants it is not written.
+func (c *Census) apply(ctx context.Context, w drive.Write, kind core.Kind, key v1alpha1.ObjectKey, oldCA, newCA side) error {
+	switch w.Kind {
+	case drive.SetIssuer:
+		return c.setIssuer(ctx, w.Certificate, w.IssuerRef)
+	case drive.AddNewCA:
+		return c.editBundle(ctx, kind, key, func(certs []*x509.Certificate) []*x509.Certificate {
+			for _, ca := range newCA.certs {
+				if !slices.ContainsFunc(certs, func(x *x509.Certificate) bool { return x.Equal(ca) }) {
+					certs = append(certs, ca)
+				}
+			}
+			return certs
+		})
+	case drive.RemoveOldCA:
+		return c.editBundle(ctx, kind, key, without(oldCA))
+	case drive.RemoveNewCA:
+		return c.editBundle(ctx, kind, key, without(newCA))
+	}
+	return nil
+}
+
+func without(s side) func([]*x509.Certificate) []*x509.Certificate {
+	return func(certs []*x509.Certificate) []*x509.Certificate {
+		return slices.DeleteFunc(certs, func(x *x509.Certificate) bool { return s.SHA256[hotcert.FingerprintOf(x).String()] })
+	}
+}
+
+// editBundle rewrites the bundle key as edit says, read from and written to
+// the API server (the write fails on a concurrent change: the next
+// reconcile decides again). A bundle that does not parse whole is never
+// rewritten (a cut block would be lost), nor one left empty.
+func (c *Census) editBundle(ctx context.Context, kind core.Kind, key v1alpha1.ObjectKey, edit func([]*x509.Certificate) []*x509.Certificate) error {
+	name := core.Object{Kind: kind, Namespace: key.Namespace, Name: key.Name, Key: key.Key}.String()
+	var obj client.Object
+	var data []byte
+	ok := client.ObjectKey{Namespace: key.Namespace, Name: key.Name}
+	switch kind {
+	case core.KindSecret:
+		s := &corev1.Secret{}
+		if err := c.api.Get(ctx, ok, s); err != nil {
+			return fmt.Errorf("census: drive: reading %s: %w", name, err)
+		}
+		obj, data = s, s.Data[key.Key]
+	default:
+		cm := &corev1.ConfigMap{}
+		if err := c.api.Get(ctx, ok, cm); err != nil {
+			return fmt.Errorf("census: drive: reading %s: %w", name, err)
+		}
+		obj, data = cm, []byte(cm.Data[key.Key])
+	}
+	var certs []*x509.Certificate
+	if len(data) > 0 {
+		var err error
+		if certs, err = hotcert.ParseCertificates(hotcert.Input{Name: name, Data: data}); err != nil {
+			return fmt.Errorf("census: drive: %s is not rewritten: %w", name, err)
+		}
+	}
+	before := slices.Clone(certs)
+	after := edit(certs)
+	if slices.EqualFunc(before, after, func(a, b *x509.Certificate) bool { return a.Equal(b) }) {
+		return nil
+	}
+	if len(after) == 0 {
+		return fmt.Errorf("census: drive: %s is not rewritten: it would hold no certificate", name)
+	}
+	var out []byte
+	for _, ca := range after {
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw})...)
+	}
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		if o.Data == nil {
+			o.Data = map[string][]byte{}
+		}
+		o.Data[key.Key] = out
+	case *corev1.ConfigMap:
+		if o.Data == nil {
+			o.Data = map[string]string{}
+		}
+		o.Data[key.Key] = string(out)
+	}
+	if err := c.client.Update(ctx, obj, client.FieldOwner(FieldManager)); err != nil {
+		return fmt.Errorf("census: drive: writing %s: %w", name, err)
+	}
+	return nil
+}
+
+// setIssuer sets a cert-manager Certificate's issuerRef.
+func (c *Census) setIssuer(ctx context.Context, cert string, to v1alpha1.IssuerRef) error {
+	ns, name, _ := strings.Cut(cert, "/")
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(certificateGVK)
+	if err := c.api.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
+		return fmt.Errorf("census: drive: reading Certificate %s: %w", cert, err)
+	}
+	want := map[string]any{"name": to.Name}
+	if to.Kind != "" {
+		want["kind"] = to.Kind
+	}
+	if to.Group != "" {
+		want["group"] = to.Group
+	}
+	if got, _, _ := unstructured.NestedMap(u.Object, "spec", "issuerRef"); equality.Semantic.DeepEqual(got, want) {
+		return nil
+	}
+	if err := unstructured.SetNestedMap(u.Object, want, "spec", "issuerRef"); err != nil {
+		return fmt.Errorf("census: drive: Certificate %s: %w", cert, err)
+	}
+	if err := c.client.Update(ctx, u, client.FieldOwner(FieldManager)); err != nil {
+		return fmt.Errorf("census: drive: switching the issuer of Certificate %s: %w", cert, err)
+	}
+	return nil
+}
+
+// emit records a decision's Events on the TrustRotation.
+func (c *Census) emit(tr *v1alpha1.TrustRotation, events []drive.Event) {
+	for _, e := range events {
+		typ := corev1.EventTypeNormal
+		if e.Warning {
+			typ = corev1.EventTypeWarning
+		}
+		c.events.Event(tr, typ, e.Reason, e.Message)
+	}
+}
+
+func earliestExpiry(certs []*x509.Certificate) time.Time {
+	var t time.Time
+	for _, c := range certs {
+		if t.IsZero() || c.NotAfter.Before(t) {
+			t = c.NotAfter
+		}
+	}
+	return t
+}
+
+// readAtStart names the consumers whose hold on the rotation's objects
+// nothing reports or serves: each must restart after the write that
+// concerns it (a workload opted in to the rollout controller is rolled by
+// it when the object changes).
+//
+// Unproven says whether the census proves the consumer holds what step
+// (the driven rotation's current step) needs.
+func readAtStart(r *core.Result, step string) []drive.ReadAtStart {
+	var out []drive.ReadAtStart
+	for _, k := range r.Consumers {
+		s, f := v1alpha1.StepAddNewCA, k.TrustsOld
+		if k.Object.Role == core.RoleServer {
+			s, f = v1alpha1.StepSwitchServerCert, k.ServesNew
+		}
+		switch f.Evidence {
+		case v1alpha1.EvidenceReported, v1alpha1.EvidenceServed, v1alpha1.EvidenceAcknowledged:
+			continue
+		}
+		var need core.Fact
+		want := core.Yes
+		switch step {
+		case v1alpha1.StepAddNewCA:
+			need = k.TrustsNew
+		case v1alpha1.StepSwitchServerCert:
+			need = k.ServesNew
+		case v1alpha1.StepRemoveOldCA:
+			need, want = k.TrustsOld, core.No
+		}
+		proven := need.Value == want && (need.Evidence == v1alpha1.EvidenceRestarted || need.Evidence == v1alpha1.EvidenceReported ||
+			need.Evidence == v1alpha1.EvidenceServed) || need.Evidence == v1alpha1.EvidenceAcknowledged
+		out = append(out, drive.ReadAtStart{Step: s, Pod: k.Pod.Key(), Unproven: !proven,
+			Consumer: fmt.Sprintf("pod %s/%s container %s (%s of %s)", k.Pod.Namespace, k.Pod.Name, k.Use.Container, k.Use.How, k.Object.Object)})
+	}
+	return out
+}
+
+// rollAfter is, per step, when a container that starts reads what the step
+// wrote: the census saw it, plus the kubelet's delay.
+func rollAfter(st *v1alpha1.TrustRotationStatus, bundle int, delay time.Duration) map[string]time.Time {
+	out := map[string]time.Time{}
+	if bundle >= 0 && bundle < len(st.Trust) {
+		if t := st.Trust[bundle].NewSince; t != nil {
+			out[v1alpha1.StepAddNewCA] = t.Add(delay)
+		}
+		if t := st.Trust[bundle].OldGoneSince; t != nil {
+			out[v1alpha1.StepRemoveOldCA] = t.Add(delay)
+		}
+	}
+	var last time.Time
+	for _, sc := range st.ServerCertificates {
+		if sc.NewSince == nil {
+			return out
+		}
+		if sc.NewSince.After(last) {
+			last = sc.NewSince.Time
+		}
+	}
+	if !last.IsZero() {
+		out[v1alpha1.StepSwitchServerCert] = last.Add(delay)
+	}
+	return out
+}
