@@ -27,18 +27,20 @@ type HTTPServer struct {
 	timers map[*time.Timer]struct{}
 	unsubs []func()
 	closed bool
+	expiry *expiry // WithExpiryDrain; nil: off
 }
 
 type httpConn struct {
 	c        net.Conn
 	identity *hotcert.Material // material current when the connection was accepted
 
-	mu     sync.Mutex
-	state  http.ConnState
-	peer   []*x509.Certificate
-	h2     bool // the connection negotiated HTTP/2
-	stale  bool
-	prompt bool // stale because its peer is no longer trusted: close as soon as idle
+	mu      sync.Mutex
+	state   http.ConnState
+	peer    []*x509.Certificate
+	h2      bool // the connection negotiated HTTP/2
+	tlsSeen bool // its TLS state was read (and its expiry drain planned)
+	stale   bool
+	prompt  bool // stale because its peer is no longer trusted: close as soon as idle
 }
 
 // h2IdleClose is how long a stale HTTP/2 connection that just went idle stays open
@@ -61,6 +63,7 @@ func NewHTTPServer(opts ...Option) *HTTPServer {
 	p := &policy{cfg: &h.cfg, conns: h.targets, after: h.after,
 		drain: func(t target, prompt bool) bool { return h.markStale(t.(*httpConn), prompt) }}
 	h.unsubs = p.subscribe()
+	h.expiry = newExpiry(&h.cfg, func(t target, _ string) bool { return h.markStale(t.(*httpConn), false) })
 	return h
 }
 
@@ -127,16 +130,32 @@ func (h *HTTPServer) connState(c net.Conn, st http.ConnState) {
 	if hc == nil {
 		return
 	}
+	if st == http.StateClosed || st == http.StateHijacked {
+		h.expiry.forget(hc)
+	}
 	hc.mu.Lock()
 	hc.state = st
-	if hc.peer == nil && (st == http.StateActive || st == http.StateIdle) {
+	var handshaken []*x509.Certificate // the verified peer chain, on the first request
+	first := false
+	if !hc.tlsSeen && (st == http.StateActive || st == http.StateIdle) {
 		if tc, ok := c.(*tls.Conn); ok {
 			cs := tc.ConnectionState()
-			hc.peer, hc.h2 = cs.PeerCertificates, cs.NegotiatedProtocol == "h2"
+			hc.tlsSeen, first = true, true
+			if hc.peer == nil {
+				hc.peer = cs.PeerCertificates
+			}
+			hc.h2 = cs.NegotiatedProtocol == "h2"
+			handshaken = cs.PeerCertificates
+			if len(cs.VerifiedChains) > 0 {
+				handshaken = cs.VerifiedChains[0]
+			}
 		}
 	}
 	wentIdle, h2, prompt := hc.stale && st == http.StateIdle, hc.h2, hc.prompt
 	hc.mu.Unlock()
+	if first {
+		h.expiry.schedule(hc, handshaken)
+	}
 	switch {
 	case !wentIdle:
 	case h2 && !prompt:
@@ -214,6 +233,7 @@ func (h *HTTPServer) Close() {
 	unsubs := h.unsubs
 	h.unsubs = nil
 	h.mu.Unlock()
+	h.expiry.close()
 	for _, u := range unsubs {
 		u()
 	}

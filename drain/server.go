@@ -30,6 +30,7 @@ type Server struct {
 	stopped   bool
 	unsubs    []func()
 	wg        sync.WaitGroup // per-connection goroutines
+	expiry    *expiry        // WithExpiryDrain; nil: off
 }
 
 // NewServer returns a Server whose connections are handshaken with creds (e.g.
@@ -46,6 +47,7 @@ func NewServer(creds credentials.TransportCredentials, newServer NewGRPCServer, 
 	p := &policy{cfg: &s.cfg, conns: s.targets, after: s.after,
 		drain: func(t target, _ bool) bool { return s.drainConn(t.(*conn)) }} // a GOAWAY either way
 	s.unsubs = p.subscribe()
+	s.expiry = newExpiry(&s.cfg, func(t target, _ string) bool { return s.drainConn(t.(*conn)) })
 	return s
 }
 
@@ -144,6 +146,7 @@ func (s *Server) serveConn(c *conn) {
 	// (BenchmarkScaleAgents in the reference control plane). onClose is set under
 	// s.mu before c is published in s.conns, so Stop's Close sees it.
 	c.onClose = func() {
+		s.expiry.forget(c)
 		go func() {
 			defer s.wg.Done()
 			srv.Stop()
@@ -235,6 +238,7 @@ func (s *Server) stop(graceful bool) {
 	for _, u := range unsubs {
 		u()
 	}
+	s.expiry.close()
 	for _, c := range conns {
 		if graceful {
 			s.drainConn(c)
