@@ -56,3 +56,73 @@ func TestDrainBeforeExpiryMovesAnAgentOffItsExpiringCertificate(t *testing.T) {
 	}
 	requireNoFailures(t, "expiry drain", []*replica{r}, []*testAgent{moved, kept})
 }
+
+// With ReconnectBeforeExpiry, an agent re-handshakes before the server certificate
+// it verified or its own client certificate expires, onto the renewed ones, even
+// when the server does not drain it (no drain window, no expiry drain).
+func TestAgentReconnectsBeforeACertificateOfItsConnectionExpires(t *testing.T) {
+	for _, side := range []string{"server", "client"} {
+		t.Run(side, func(t *testing.T) {
+			now := time.Now()
+			clk := hotcerttest.NewFakeClock(now)
+			serverCA, agentCA := hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
+			expiring := func(ca *hotcerttest.CA) *hotcerttest.Leaf {
+				return ca.MustIssue(hotcerttest.WithValidity(now.Add(-time.Hour), now.Add(time.Hour)))
+			}
+			valid := func(ca *hotcerttest.CA) *hotcerttest.Leaf { return ca.MustIssue(hotcerttest.WithLifetime(24 * time.Hour)) }
+			serverLeaf, clientLeaf := valid(serverCA), valid(agentCA)
+			first := serverLeaf
+			if side == "server" {
+				serverLeaf = expiring(serverCA)
+				first = serverLeaf
+			} else {
+				clientLeaf = expiring(agentCA)
+				first = clientLeaf
+			}
+			r := startReplica(t, "cp-0", serverLeaf, withClientCA(t, newCAVolume(t, agentCA)))
+			id := newIdentity(t, clientLeaf)
+			var events eventLog
+			// The client side has no window: ReconnectOnCertChange, its window, would
+			// also reconnect for the rotation, on the wall clock.
+			window := 10 * time.Second
+			if side == "client" {
+				window = 0
+			}
+			a := startAgents(t, 1, []*replica{r}, newCAVolume(t, serverCA), id.use, events.record, func(c *agent.Config) {
+				c.Watch, c.ReconnectBeforeExpiry, c.ReconnectOnCertChange, c.ExpiryClock = true, time.Minute, window, clk
+			})[0]
+			renewedServer, renewedClient := valid(serverCA), valid(agentCA)
+			if side == "server" {
+				r.serve(t, renewedServer) // no drain: the agent must move by itself
+			} else {
+				id.set(renewedClient)
+				testutil.WaitFor(t, "the agent to have read its renewed certificate", func() bool {
+					return a.ClientCertificate().Current().LeafFingerprint() == hotcert.FingerprintOf(renewedClient.Cert)
+				})
+			}
+			clk.Advance(first.Cert.NotAfter.Add(-time.Minute).Sub(now))
+			testutil.WaitFor(t, "the agent to reconnect onto the renewed certificate", func() bool {
+				if side == "server" {
+					fp, ok := a.ServerFingerprint()
+					return ok && fp == hotcert.FingerprintOf(renewedServer.Cert)
+				}
+				for _, s := range r.srv.Agents() {
+					return s.ClientSerial == hotcert.FormatSerial(renewedClient.Cert.SerialNumber)
+				}
+				return false
+			})
+			events.mu.Lock()
+			var reasons []string
+			for _, ev := range events.events {
+				if ev.Kind == agent.EventStreamDropped {
+					reasons = append(reasons, ev.Reason)
+				}
+			}
+			events.mu.Unlock()
+			if len(reasons) != 1 || reasons[0] != agent.ReasonCertExpiring {
+				t.Fatalf("stream ends %q, want one %q", reasons, agent.ReasonCertExpiring)
+			}
+			requireNoFailures(t, "reconnect before expiry", []*replica{r}, []*testAgent{a})
+		})
+	}
+}
