@@ -69,7 +69,9 @@ func TestAgentReconnectsBeforeACertificateOfItsConnectionExpires(t *testing.T) {
 			expiring := func(ca *hotcerttest.CA) *hotcerttest.Leaf {
 				return ca.MustIssue(hotcerttest.WithValidity(now.Add(-time.Hour), now.Add(time.Hour)))
 			}
-			valid := func(ca *hotcerttest.CA) *hotcerttest.Leaf { return ca.MustIssue(hotcerttest.WithLifetime(24 * time.Hour)) }
+			valid := func(ca *hotcerttest.CA) *hotcerttest.Leaf {
+				return ca.MustIssue(hotcerttest.WithLifetime(24 * time.Hour))
+			}
 			serverLeaf, clientLeaf := valid(serverCA), valid(agentCA)
 			first := serverLeaf
 			if side == "server" {
