@@ -8,7 +8,8 @@ type Observer interface {
 	// connections established under the previous certificate.
 	ObserveDrainStarted(component string)
 	// ObserveDrained is called once per connection sent a GOAWAY, with the reason:
-	// "identity" (a new certificate) or "trust" (its peer is no longer trusted).
+	// "identity" (a new certificate), "trust" (its peer is no longer trusted), or
+	// ReasonPeerCertExpiring / ReasonOwnCertExpiring (WithExpiryDrain).
 	ObserveDrained(component, reason string)
 	// ObserveCut is called once per connection drained because its peer
 	// certificate no longer verifies, after ObserveDrained with reason "trust".
