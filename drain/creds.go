@@ -36,6 +36,7 @@ func (t *trackingCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.Aut
 		c.mu.Lock()
 		c.peer = chain
 		c.mu.Unlock()
+		t.s.expiry.schedule(c, chain)
 	}
 	return out, info, nil
 }

@@ -19,6 +19,9 @@
 //   - On trust change (WithTrustCut): connections whose peer certificate no longer
 //     verifies against the new client-CA bundle (its CA removed, or the peer expired)
 //     are drained promptly, each with a log line naming the peer and the reason.
+//   - Before expiry (WithExpiryDrain): each connection is drained before the first
+//     certificate it was authenticated with expires (the peer's chain, or the one
+//     served), spread evenly over a window before NotAfter minus a margin.
 //
 // [ReconnectOnChange] is the client-side half: when the client's own certificate
 // rotates, it calls a reconnect function after a random delay within a window.

@@ -27,6 +27,7 @@ type HTTPServer struct {
 	timers map[*time.Timer]struct{}
 	unsubs []func()
 	closed bool
+	expiry *expiry // WithExpiryDrain; nil: off
 }
 
 type httpConn struct {
@@ -37,6 +38,7 @@ type httpConn struct {
 	state   http.ConnState
 	peer    []*x509.Certificate
 	h2      bool // the connection negotiated HTTP/2
+	tlsSeen bool // its TLS state was read (and its expiry drain planned)
 	stale   bool
 	prompt  bool // stale because its peer is no longer trusted: close as soon as idle
 	cutDone bool // closed by the revocation cut
@@ -63,6 +65,7 @@ func NewHTTPServer(opts ...Option) *HTTPServer {
 		drain: func(t target, prompt bool) bool { return h.markStale(t.(*httpConn), prompt) },
 		cut:   func(t target) bool { return h.cut(t.(*httpConn)) }}
 	h.unsubs = p.subscribe()
+	h.expiry = newExpiry(&h.cfg, func(t target, _ string) bool { return h.markStale(t.(*httpConn), false) })
 	return h
 }
 
@@ -129,16 +132,29 @@ func (h *HTTPServer) connState(c net.Conn, st http.ConnState) {
 	if hc == nil {
 		return
 	}
+	if st == http.StateClosed || st == http.StateHijacked {
+		h.expiry.forget(hc)
+	}
 	hc.mu.Lock()
 	hc.state = st
-	if hc.peer == nil && (st == http.StateActive || st == http.StateIdle) {
+	var handshaken []*x509.Certificate // the verified peer chain, on the first request
+	first := false
+	if !hc.tlsSeen && (st == http.StateActive || st == http.StateIdle) {
 		if tc, ok := c.(*tls.Conn); ok {
 			cs := tc.ConnectionState()
-			hc.peer, hc.h2 = peerChainOf(cs), cs.NegotiatedProtocol == "h2"
+			hc.tlsSeen, first = true, true
+			handshaken = peerChainOf(cs) // the verified chain when there is one
+			if hc.peer == nil {
+				hc.peer = handshaken
+			}
+			hc.h2 = cs.NegotiatedProtocol == "h2"
 		}
 	}
 	wentIdle, h2, prompt := hc.stale && st == http.StateIdle, hc.h2, hc.prompt
 	hc.mu.Unlock()
+	if first {
+		h.expiry.schedule(hc, handshaken)
+	}
 	switch {
 	case !wentIdle:
 	case h2 && !prompt:
@@ -216,6 +232,7 @@ func (h *HTTPServer) Close() {
 	unsubs := h.unsubs
 	h.unsubs = nil
 	h.mu.Unlock()
+	h.expiry.close()
 	for _, u := range unsubs {
 		u()
 	}

@@ -8,8 +8,9 @@ type Observer interface {
 	// connections established under the previous certificate.
 	ObserveDrainStarted(component string)
 	// ObserveDrained is called once per connection sent a GOAWAY, with the reason:
-	// "identity" (a new certificate), "trust" (its peer is no longer trusted) or
-	// "revoked" (its peer is on the deny list; the connection is closed, no GOAWAY).
+	// "identity" (a new certificate), "trust" (its peer is no longer trusted),
+	// "revoked" (its peer is on the deny list; the connection is closed, no GOAWAY),
+	// or ReasonPeerCertExpiring / ReasonOwnCertExpiring (WithExpiryDrain).
 	ObserveDrained(component, reason string)
 	// ObserveCut is called once per connection cut because its peer is no longer
 	// acceptable, after ObserveDrained with reason "trust" or "revoked".

@@ -35,7 +35,9 @@ type config struct {
 	logger    *slog.Logger
 	observer  Observer
 	component string
-	logKey    string // the log attribute that carries component
+	logKey    string        // the log attribute that carries component
+	expiry    *expiryConfig // WithExpiryDrain (expiry.go); nil: off
+	clock     hotcert.Clock
 }
 
 func defaultConfig() config {
@@ -45,6 +47,7 @@ func defaultConfig() config {
 		observer:  nopObserver{},
 		component: "default",
 		logKey:    "component",
+		clock:     wallClock{},
 	}
 }
 

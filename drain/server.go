@@ -30,6 +30,7 @@ type Server struct {
 	stopped   bool
 	unsubs    []func()
 	wg        sync.WaitGroup // per-connection goroutines
+	expiry    *expiry        // WithExpiryDrain; nil: off
 }
 
 // NewServer returns a Server whose connections are handshaken with creds (e.g.
@@ -47,6 +48,7 @@ func NewServer(creds credentials.TransportCredentials, newServer NewGRPCServer, 
 		drain: func(t target, _ bool) bool { return s.drainConn(t.(*conn)) }, // a GOAWAY either way
 		cut:   func(t target) bool { return t.(*conn).cut() }}
 	s.unsubs = p.subscribe()
+	s.expiry = newExpiry(&s.cfg, func(t target, _ string) bool { return s.drainConn(t.(*conn)) })
 	return s
 }
 
@@ -145,6 +147,7 @@ func (s *Server) serveConn(c *conn) {
 	// (BenchmarkScaleAgents in the reference control plane). onClose is set under
 	// s.mu before c is published in s.conns, so Stop's Close sees it.
 	c.onClose = func() {
+		s.expiry.forget(c)
 		go func() {
 			defer s.wg.Done()
 			srv.Stop()
@@ -236,6 +239,7 @@ func (s *Server) stop(graceful bool) {
 	for _, u := range unsubs {
 		u()
 	}
+	s.expiry.close()
 	for _, c := range conns {
 		if graceful {
 			s.drainConn(c)

@@ -18,7 +18,7 @@ type Drain struct {
 // a process passes to [New], so one prefix and one label name cover every series:
 //
 //	hotcert_tls_drains_started_total{component}            rotations that started a drain
-//	hotcert_tls_connections_drained_total{component,reason} connections drained (reason identity|trust|revoked)
+//	hotcert_tls_connections_drained_total{component,reason} connections drained (reason identity|trust|revoked|peer_cert_expiring|own_cert_expiring)
 //	hotcert_tls_connections_cut_total{component}            connections cut because their peer is no longer trusted or is revoked
 func NewDrain(reg prometheus.Registerer, opts ...Option) (*Drain, error) {
 	n, err := NewNaming(opts...)

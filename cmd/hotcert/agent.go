@@ -12,6 +12,7 @@ import (
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/agent"
 	"github.com/hotcert/hotcert/cmd/internal/cli"
+	"github.com/hotcert/hotcert/drain"
 	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/metrics"
 )
@@ -75,6 +76,7 @@ A refused token fails the attempt with reason "unauthenticated" and backs off.`,
 	fl.DurationVar(&c.MinBackoff, "min-backoff", time.Second, "first delay after a failed connection attempt (doubles, jittered)")
 	fl.DurationVar(&c.MaxBackoff, "max-backoff", 30*time.Second, "longest delay between failed connection attempts")
 	fl.DurationVar(&c.ReconnectOnCertChange, "reconnect-on-cert-change", defaultDrainWindow, "with --cert-file: after the client certificate rotates, reconnect at a random time within this window so the server sees it (0: on the next reconnect)")
+	fl.DurationVar(&c.ReconnectBeforeExpiry, "reconnect-before-expiry", drain.DefaultExpiryMargin, "reconnect this long before the server certificate the connection verified, or the client certificate it presented, expires, at a random time within --reconnect-on-cert-change before that (0: a connection may outlive them)")
 	fl.DurationVar(&c.ReconnectJitter, "reconnect-jitter", time.Second, "random delay, up to this, before reconnecting after a drop")
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", "", "serve /metrics and /healthz on this address (off when empty)")
 	fl.BoolVar(&c.TrustGuard, "trust-guard", false, "keep trusting the CA that issued the leaf the control plane serves after the bundle drops it, until the control plane serves a leaf from a CA the bundle keeps (at most --trust-guard-max; off by default: it trusts a CA the bundle no longer holds)")

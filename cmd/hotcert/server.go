@@ -18,6 +18,7 @@ import (
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/controlplane"
 	"github.com/hotcert/hotcert/cmd/internal/cli"
+	"github.com/hotcert/hotcert/drain"
 	"github.com/hotcert/hotcert/jwtkeys"
 	"github.com/hotcert/hotcert/jwtkeys/jwtfile"
 	"github.com/hotcert/hotcert/jwtkeys/jwtmetrics"
@@ -35,6 +36,7 @@ const defaultDrainWindow = 10 * time.Second
 
 type serverFlags struct {
 	drainWindow, drainGrace   time.Duration
+	drainBeforeExpiry         time.Duration
 	cutUntrusted              bool
 	trustGuard                bool
 	trustGuardMargin          time.Duration
@@ -76,7 +78,11 @@ certificate gets a GOAWAY at a random time within --drain-window (10s), its stre
 ends cleanly and the agent re-opens it at once on the new certificate; and a new leaf
 whose issuer connected agents do not trust yet is held back (--trust-guard) while
 the previous one keeps serving. --drain-window=0 and --trust-guard=false turn them
-off. Agents whose stream closed stay in the fleet view (/healthz) as departed for
+off. No connection outlives its certificates: each is drained the same way by
+--drain-before-expiry (1m) before the agent's client certificate or the server
+certificate it was served expires, spread over --drain-window
+(reason=peer_cert_expiring or own_cert_expiring on
+hotcert_tls_connections_drained_total). Agents whose stream closed stay in the fleet view (/healthz) as departed for
 --fleet-remember (1m), so hotcert rotation status never proves a step on a fleet
 emptied for a moment.
 
@@ -117,6 +123,7 @@ docs/jwt-keys.md describes the rotation procedure.`,
 	fl.DurationVar(&f.maxConnAge, "max-connection-age", 0, "close connections after about this long (+/-10% jitter, GOAWAY) so agents reconnect (0: never); streams end only after --max-connection-age-grace")
 	fl.DurationVar(&f.maxConnGrace, "max-connection-age-grace", 0, "how long streams may outlive --max-connection-age before the connection is cut (0: unbounded)")
 	fl.DurationVar(&f.drainWindow, "drain-window", defaultDrainWindow, "after a certificate rotation, move agents onto it: each connection gets a GOAWAY at a random time within this window, N agents reconnect at about N/window per second (0: connections keep the old certificate until they close)")
+	fl.DurationVar(&f.drainBeforeExpiry, "drain-before-expiry", drain.DefaultExpiryMargin, "end each connection this long before the certificates it was authenticated with expire (the agent's client certificate, the server certificate it was served), at times spread over --drain-window (0: connections may outlive them)")
 	fl.DurationVar(&f.drainGrace, "drain-grace", 30*time.Second, "how long in-flight RPCs of a drained connection may run")
 	f.deny.register(fl, "with --ca-file: refuse, and disconnect at once, agents whose certificate")
 	fl.BoolVar(&f.cutUntrusted, "cut-untrusted", false, "with --ca-file: disconnect agents whose certificate no longer verifies after the bundle changes")
@@ -160,6 +167,7 @@ func runServer(ctx context.Context, g *globals, f *serverFlags) error {
 		MaxConnectionAgeGrace: f.maxConnGrace,
 		DrainWindow:           f.drainWindow,
 		DrainGrace:            f.drainGrace,
+		DrainBeforeExpiry:     f.drainBeforeExpiry,
 		CutUntrusted:          f.cutUntrusted,
 		TrustGuard:            f.trustGuard,
 		TrustGuardMargin:      f.trustGuardMargin,

@@ -69,6 +69,7 @@ type Agent struct {
 	deny        *revocation.Reloader                // nil without Config.DenyList
 	serverChain atomic.Pointer[[]*x509.Certificate] // the verified chain of the last handshake
 	rotated     atomic.Bool                         // the current session ends for a client-certificate rotation
+	expiring    atomic.Bool                         // the current session ends before a certificate expires (expiry.go)
 	token       *jwtkeys.HeldTokenSource            // nil without Config.Token
 	running     atomic.Bool
 	closeOnce   sync.Once
@@ -273,6 +274,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		var wait time.Duration
 		switch {
+		case established && a.expiring.Swap(false):
+			bo.reset()
+			a.log.Info("reconnecting onto certificates that do not expire yet", "server", a.cfg.Server)
 		case established && a.rotated.Swap(false):
 			bo.reset()
 			a.log.Info("reconnecting to present the rotated client certificate", "server", a.cfg.Server)
@@ -387,11 +391,17 @@ func (a *Agent) session(ctx context.Context) (established bool, err error) {
 	}
 
 	info := streamInfo{replica: reg.Replica, since: time.Now()}
+	var serverChain []*x509.Certificate
 	if p, ok := peer.FromContext(stream.Context()); ok {
 		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.PeerCertificates) > 0 {
 			info.peer = ti.State.PeerCertificates[0]
+			serverChain = ti.State.PeerCertificates
+			if len(ti.State.VerifiedChains) > 0 {
+				serverChain = ti.State.VerifiedChains[0]
+			}
 		}
 	}
+	defer a.planExpiryReconnect(serverChain)()
 	a.holdToken(reg.Token) // before connected: whoever sees the stream sees its token
 	a.c.connected(info)
 	attrs := []any{"server", a.cfg.Server, "replica", info.replica}
@@ -407,6 +417,8 @@ func (a *Agent) session(ctx context.Context) (established bool, err error) {
 	if ctx.Err() == nil {
 		ev := Event{Kind: EventStreamDropped, Replica: info.replica, Uptime: uptime, Err: err}
 		switch {
+		case a.expiring.Load():
+			ev.Reason = ReasonCertExpiring
 		case a.rotated.Load():
 			ev.Reason = ReasonClientRotated
 		case serverClosed(err):

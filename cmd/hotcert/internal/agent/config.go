@@ -98,7 +98,16 @@ type Config struct {
 	// certificate rotates, at a random time within this window, so the server sees
 	// the new certificate without waiting for the next drop (0: keep the connection).
 	ReconnectOnCertChange time.Duration
-	OnEvent               func(Event)
+	// ReconnectBeforeExpiry, if positive, re-handshakes this long before the first
+	// of the connection's certificates expires (its client certificate chain, the
+	// server chain it verified), at a random time within ReconnectOnCertChange
+	// before that, so that no stream runs on expired credentials (0: keep the
+	// connection).
+	ReconnectBeforeExpiry time.Duration
+	// ExpiryClock is the clock ReconnectBeforeExpiry waits on (default: the wall
+	// clock).
+	ExpiryClock hotcert.Clock
+	OnEvent     func(Event)
 
 	// TrustGuard keeps trusting the CA that issued the leaf the control plane served
 	// at the last handshake after the bundle drops it, until the control plane
@@ -144,7 +153,7 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("agent: Config.Server %w", CheckServerAddress(c.Server))
 	case c.TrustGuardMax < 0:
 		return errors.New("agent: the trust guard's maximum must not be negative")
-	case c.HeartbeatInterval < 0 || c.HeartbeatTimeout < 0 || c.ConnectTimeout < 0 || c.MinBackoff < 0 || c.MaxBackoff < 0 || c.ReconnectJitter < 0:
+	case c.HeartbeatInterval < 0 || c.HeartbeatTimeout < 0 || c.ConnectTimeout < 0 || c.MinBackoff < 0 || c.MaxBackoff < 0 || c.ReconnectJitter < 0 || c.ReconnectBeforeExpiry < 0:
 		return errors.New("agent: durations must not be negative")
 	}
 	if c.ID == "" {

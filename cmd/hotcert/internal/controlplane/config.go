@@ -77,6 +77,14 @@ type Config struct {
 	// StaleCRLPolicy is what a CRL of DenyList does once its NextUpdate passes
 	// (default revocation.KeepEnforcing).
 	StaleCRLPolicy revocation.StalePolicy
+	// DrainBeforeExpiry, if positive, ends each connection this long before the
+	// first of the certificates it was authenticated with expires (the agent's
+	// client certificate chain, the server chain it was served), at times spread
+	// over DrainWindow, so that no stream runs on expired credentials and agents
+	// sharing one expiry do not reconnect at once (drain.WithExpiryDrain).
+	DrainBeforeExpiry time.Duration
+	// ExpiryClock is the clock DrainBeforeExpiry waits on (default: the wall clock).
+	ExpiryClock hotcert.Clock
 	// DrainGrace bounds how long in-flight RPCs of a drained connection may run
 	// (default drain.DefaultGrace).
 	DrainGrace time.Duration
@@ -186,7 +194,7 @@ func (c *Config) setDefaults() error {
 	if c.DrainGrace <= 0 {
 		c.DrainGrace = drain.DefaultGrace
 	}
-	if c.MaxConnectionAge < 0 || c.MaxConnectionAgeGrace < 0 || c.WorkInterval < 0 || c.DrainWindow < 0 || c.TokenTTL < 0 || c.TokenRenewAfter < 0 || c.TrustGuardMargin < 0 || c.TrustGuardRemember < 0 || c.TrustGuardInterval < 0 {
+	if c.MaxConnectionAge < 0 || c.MaxConnectionAgeGrace < 0 || c.DrainBeforeExpiry < 0 || c.WorkInterval < 0 || c.DrainWindow < 0 || c.TokenTTL < 0 || c.TokenRenewAfter < 0 || c.TrustGuardMargin < 0 || c.TrustGuardRemember < 0 || c.TrustGuardInterval < 0 {
 		return errors.New("controlplane: durations must not be negative")
 	}
 	if c.Tokens != nil {

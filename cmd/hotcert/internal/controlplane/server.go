@@ -195,7 +195,8 @@ func (s *Server) transportCredentials(observer hotcert.Observer) (credentials.Tr
 }
 
 // buildGRPC builds the server that serves agents over creds (counting
-// handshakes): a grpc.Server, or with Config.DrainWindow or Config.CutUntrusted a
+// handshakes): a grpc.Server, or with Config.DrainWindow, Config.CutUntrusted or
+// Config.DrainBeforeExpiry a
 // drain.Server that serves each connection with a grpc.Server of its own.
 func (s *Server) buildGRPC(creds credentials.TransportCredentials) (grpcServer, error) {
 	opts := s.serverOptions()
@@ -205,7 +206,7 @@ func (s *Server) buildGRPC(creds credentials.TransportCredentials) (grpcServer, 
 		gs.RegisterService(agentrpc.ServiceDesc(s.handle), nil)
 		return gs
 	}
-	if s.cfg.DrainWindow > 0 || s.cfg.CutUntrusted || s.deny != nil {
+	if s.cfg.DrainWindow > 0 || s.cfg.CutUntrusted || s.deny != nil || s.cfg.DrainBeforeExpiry > 0 {
 		dopts, err := s.drainOptions()
 		if err != nil {
 			return nil, err
@@ -246,7 +247,8 @@ func (s *Server) serverOptions() []grpc.ServerOption {
 }
 
 // drainOptions are the drain.Server's options: the identity drain with
-// Config.DrainWindow, the trust cut with Config.CutUntrusted, and its metrics.
+// Config.DrainWindow, the trust cut with Config.CutUntrusted, the expiry drain with
+// Config.DrainBeforeExpiry, and its metrics.
 func (s *Server) drainOptions() ([]drain.Option, error) {
 	cfg := &s.cfg
 	dopts := []drain.Option{drain.WithLogger(s.log), drain.WithComponent(cfg.Component), drain.WithComponentLabel(cfg.ComponentKey), drain.WithGrace(cfg.DrainGrace)}
@@ -258,6 +260,9 @@ func (s *Server) drainOptions() ([]drain.Option, error) {
 	}
 	if s.deny != nil {
 		dopts = append(dopts, drain.WithRevocationCut(s.deny))
+	}
+	if cfg.DrainBeforeExpiry > 0 {
+		dopts = append(dopts, drain.WithExpiryDrain(s.serving, cfg.DrainBeforeExpiry, cfg.DrainWindow), drain.WithClock(cfg.ExpiryClock))
 	}
 	if cfg.Registerer != nil {
 		dm, err := metrics.NewDrain(cfg.Registerer, cfg.MetricsOptions...)
