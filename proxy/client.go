@@ -34,7 +34,9 @@ type Client struct {
 
 // NewClient returns a Client that connects to remote (host:port) presenting the
 // certificate of id, if it holds one, and verifying the remote against id's bundle
-// or the one of WithTrust, by the remote's host name or WithServerName. When id's
+// or the one of WithTrust, by the remote's host name or WithServerName; in ModeTCP,
+// when that bundle changes, connections to a remote it no longer trusts are cut
+// (a Server cuts its peers so). When id's
 // certificate rotates, connections opened under the previous one move onto the new
 // one over the drain window: in ModeTCP once idle, in ModeHTTP as requests finish.
 func NewClient(remote string, id hotcert.Provider, opts ...Option) (*Client, error) {
@@ -65,9 +67,18 @@ func NewClient(remote string, id hotcert.Provider, opts ...Option) (*Client, err
 		c.http = newHTTPClient(c)
 		return c, nil
 	}
-	var policy []drain.Option
+	policy := c.cfg.drainOptions()
 	if dp, ok := id.(drain.Provider); ok {
-		policy = append(c.cfg.drainOptions(), drain.WithIdentityDrain(dp, cfg.window))
+		policy = append(policy, drain.WithIdentityDrain(dp, cfg.window))
+	}
+	// The trust cut: a remote whose chain no longer verifies against the bundle
+	// (WithTrust's, else id's) is cut at once, as the Server cuts its peers.
+	trust := cfg.trust
+	if trust == nil {
+		trust = id
+	}
+	if tp, ok := trust.(drain.Provider); ok {
+		policy = append(policy, drain.WithServerTrustCut(tp))
 	}
 	dial := func(ctx context.Context, _ net.Conn) (net.Conn, error) {
 		return c.dialer.DialContext(ctx, "tcp", remote)
