@@ -233,6 +233,8 @@ func TestServerTCPCutsUntrustedPeers(t *testing.T) {
 	if err := roundTrip(t, newPeer, "kept"); err != nil {
 		t.Fatalf("a peer the new bundle trusts was cut: %v", err)
 	}
+	// The line follows the close: wait for it, then count.
+	testutil.WaitFor(t, "the cut's log line", func() bool { return logs.Count("closing connection: peer certificate no longer trusted") > 0 })
 	if n := logs.Count("closing connection: peer certificate no longer trusted"); n != 1 {
 		t.Errorf("%d cut log lines, want 1\n%s", n, logs.String())
 	}
@@ -452,6 +454,8 @@ func TestClientTCPCutsUntrustedRemotes(t *testing.T) {
 	if err := roundTrip(t, toNew, "kept"); err != nil {
 		t.Fatalf("a connection to a remote the new bundle trusts was cut: %v", err)
 	}
+	// The line follows the close: wait for it, then count.
+	testutil.WaitFor(t, "the cut's log line", func() bool { return logs.Count("closing connection: peer certificate no longer trusted") > 0 })
 	if n := logs.Count("closing connection: peer certificate no longer trusted"); n != 1 {
 		t.Errorf("%d cut log lines, want 1\n%s", n, logs.String())
 	}
