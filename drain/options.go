@@ -27,17 +27,18 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
-	identity  Provider
-	window    time.Duration
-	trust     Provider
-	deny      DenyList // the revocation cut (revocation.go)
-	grace     time.Duration
-	logger    *slog.Logger
-	observer  Observer
-	component string
-	logKey    string        // the log attribute that carries component
-	expiry    *expiryConfig // WithExpiryDrain (expiry.go); nil: off
-	clock     hotcert.Clock
+	identity    Provider
+	window      time.Duration
+	trust       Provider
+	trustServer bool     // the trust cut verifies peers as servers (WithServerTrustCut)
+	deny        DenyList // the revocation cut (revocation.go)
+	grace       time.Duration
+	logger      *slog.Logger
+	observer    Observer
+	component   string
+	logKey      string        // the log attribute that carries component
+	expiry      *expiryConfig // WithExpiryDrain (expiry.go); nil: off
+	clock       hotcert.Clock
 }
 
 func defaultConfig() config {
@@ -63,6 +64,12 @@ func WithIdentityDrain(p Provider, window time.Duration) Option {
 // bundle whenever that bundle changes.
 func WithTrustCut(p Provider) Option {
 	return optionFunc(func(c *config) { c.trust = p })
+}
+
+// WithServerTrustCut is WithTrustCut for the connections a client opened: the
+// peers are servers, and their chains are re-verified for server authentication.
+func WithServerTrustCut(p Provider) Option {
+	return optionFunc(func(c *config) { c.trust, c.trustServer = p, true })
 }
 
 // WithGrace bounds how long in-flight RPCs of a drained connection may run after its

@@ -78,19 +78,24 @@ func (p *policy) identityChanged(prev, next *hotcert.Material) {
 }
 
 // trustChanged drains, at once, every connection whose peer chain does not verify
-// for client authentication against next's bundle.
+// for client authentication (server authentication with WithServerTrustCut)
+// against next's bundle.
 func (p *policy) trustChanged(_, next *hotcert.Material) {
 	pool := next.TrustPool()
 	if pool == nil {
 		return // a bundle-less material cannot be what the server verifies against
 	}
 	now := time.Now()
+	usage := x509.ExtKeyUsageClientAuth
+	if p.cfg.trustServer {
+		usage = x509.ExtKeyUsageServerAuth
+	}
 	for _, t := range p.conns() {
 		peer := t.peerChain()
 		if len(peer) == 0 {
 			continue // no client certificate: nothing to re-verify
 		}
-		_, err := hotcert.VerifyChain(peer, x509.VerifyOptions{Roots: pool, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		_, err := hotcert.VerifyChain(peer, x509.VerifyOptions{Roots: pool, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{usage}})
 		if err == nil || !p.drain(t, true) {
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -34,7 +35,9 @@ type Client struct {
 
 // NewClient returns a Client that connects to remote (host:port) presenting the
 // certificate of id, if it holds one, and verifying the remote against id's bundle
-// or the one of WithTrust, by the remote's host name or WithServerName. When id's
+// or the one of WithTrust, by the remote's host name or WithServerName; when that
+// bundle changes, connections to a remote it no longer trusts are cut at once (a
+// Server cuts its peers so). When id's
 // certificate rotates, connections opened under the previous one move onto the new
 // one over the drain window: in ModeTCP once idle, in ModeHTTP as requests finish.
 func NewClient(remote string, id hotcert.Provider, opts ...Option) (*Client, error) {
@@ -65,15 +68,31 @@ func NewClient(remote string, id hotcert.Provider, opts ...Option) (*Client, err
 		c.http = newHTTPClient(c)
 		return c, nil
 	}
-	var policy []drain.Option
+	policy := c.cfg.drainOptions()
 	if dp, ok := id.(drain.Provider); ok {
-		policy = append(c.cfg.drainOptions(), drain.WithIdentityDrain(dp, cfg.window))
+		policy = append(policy, drain.WithIdentityDrain(dp, cfg.window))
+	}
+	// The trust cut: a remote whose chain no longer verifies against the bundle
+	// (WithTrust's, else id's) is cut at once, as the Server cuts its peers.
+	if tp, ok := c.trustProvider(); ok {
+		policy = append(policy, drain.WithServerTrustCut(tp))
 	}
 	dial := func(ctx context.Context, _ net.Conn) (net.Conn, error) {
 		return c.dialer.DialContext(ctx, "tcp", remote)
 	}
 	c.tcp = newTCPServer(&c.cfg, remote, func(raw net.Conn) net.Conn { return raw }, dial, [][]drain.Option{policy})
 	return c, nil
+}
+
+// trustProvider is the provider of the bundle the remote is verified against,
+// when it reports its changes.
+func (c *Client) trustProvider() (drain.Provider, bool) {
+	trust := c.cfg.trust
+	if trust == nil {
+		trust = c.id
+	}
+	tp, ok := trust.(drain.Provider)
+	return tp, ok
 }
 
 // Serve accepts plaintext connections on ln until Shutdown; it returns
@@ -131,6 +150,7 @@ type httpClient struct {
 	c     *Client
 	srv   *http.Server
 	tr    atomic.Pointer[http.Transport]
+	cut   *drain.Tracker // the trust cut; nil when the bundle reports no changes
 	stop  func()
 	mu    sync.Mutex
 	timer map[*time.Timer]struct{}
@@ -138,6 +158,10 @@ type httpClient struct {
 
 func newHTTPClient(c *Client) *httpClient {
 	h := &httpClient{c: c, timer: map[*time.Timer]struct{}{}}
+	if tp, ok := c.trustProvider(); ok {
+		h.cut = drain.NewTracker(func(tc *drain.Tracked, _ bool) { tc.Conn().Close() },
+			append(c.cfg.drainOptions(), drain.WithServerTrustCut(tp))...)
+	}
 	h.tr.Store(h.newTransport())
 	u := &url.URL{Scheme: "https", Host: c.remote}
 	rp := &httputil.ReverseProxy{
@@ -159,12 +183,59 @@ func newHTTPClient(c *Client) *httpClient {
 
 func (h *httpClient) newTransport() *http.Transport {
 	return &http.Transport{
-		DialTLSContext:      h.c.dialer.DialContext,
+		DialTLSContext:      h.dialTLS,
 		ForceAttemptHTTP2:   true,
 		MaxIdleConns:        256,
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
 	}
+}
+
+// dialTLS is the Dialer's DialContext with the connection tracked for the trust
+// cut. The transport gets the *tls.Conn itself (it negotiates HTTP/2 only on one);
+// the connection beneath it says when it closes.
+func (h *httpClient) dialTLS(ctx context.Context, network, addr string) (net.Conn, error) {
+	if h.cut == nil {
+		return h.c.dialer.DialContext(ctx, network, addr)
+	}
+	cfg, err := h.c.dialer.Config(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.ServerName == "" {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: dial %s: %w", addr, err)
+		}
+		cfg = cfg.Clone()
+		cfg.ServerName = host
+	}
+	var d net.Dialer
+	raw, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	under := &trackedConn{Conn: raw}
+	tc := tls.Client(under, cfg)
+	under.tracked = h.cut.Track(tc) // before the handshake, as Track asks
+	if err := tc.HandshakeContext(ctx); err != nil {
+		tc.Close()
+		return nil, err
+	}
+	under.tracked.SetPeer(tc.ConnectionState().PeerCertificates)
+	return tc, nil
+}
+
+// trackedConn ends its tracking when it closes.
+type trackedConn struct {
+	net.Conn
+	tracked *drain.Tracked
+	once    sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(c.tracked.Done)
+	return c.Conn.Close()
 }
 
 func (h *httpClient) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -210,6 +281,9 @@ func (h *httpClient) after(d time.Duration, f func()) {
 
 func (h *httpClient) shutdown(ctx context.Context) error {
 	h.stop()
+	if h.cut != nil {
+		h.cut.Close()
+	}
 	err := h.srv.Shutdown(ctx)
 	if err != nil {
 		h.srv.Close()

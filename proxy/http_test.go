@@ -3,9 +3,11 @@ package proxy_test
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -348,4 +350,61 @@ func TestClientHTTPMovesOntoARotatedCertificate(t *testing.T) {
 		}
 		return s.client == "app-2"
 	})
+}
+
+// In http mode too, a bundle change cuts at once the connections to a remote the
+// new bundle no longer trusts (idle in the pool or busy), and keeps the others.
+func TestClientHTTPCutsUntrustedRemotes(t *testing.T) {
+	oldCA, newCA := hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
+	id := hotcert.NewStore(material(t, newCA.MustIssue()))
+	trust := hotcert.NewStore(material(t, nil, oldCA, newCA))
+	serverOnly := hotcerttest.WithExtKeyUsages(x509.ExtKeyUsageServerAuth)
+	var logs testutil.LogBuffer
+	// open serves a TLS remote with leaf and a Client in front of it, makes one
+	// request through it, and returns the Client's address and the count of the
+	// remote's closed connections.
+	open := func(leaf *hotcerttest.Leaf) (string, *atomic.Int64) {
+		var closed atomic.Int64
+		remote := &http.Server{
+			Handler:   http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "remote") }),
+			TLSConfig: &tls.Config{Certificates: []tls.Certificate{leaf.TLSCertificate()}},
+			ConnState: func(_ net.Conn, s http.ConnState) {
+				if s == http.StateClosed || s == http.StateHijacked {
+					closed.Add(1)
+				}
+			},
+		}
+		ln := listen(t)
+		go remote.ServeTLS(ln, "", "")
+		t.Cleanup(func() { remote.Close() })
+		c, err := proxy.NewClient(ln.Addr().String(), id, proxy.WithMode(proxy.ModeHTTP), proxy.WithTrust(trust),
+			proxy.WithServerName("localhost"), proxy.WithDrainWindow(time.Hour), proxy.WithGrace(time.Hour),
+			proxy.WithIdle(time.Hour), proxy.WithLogger(logger(&logs)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := serve(t, c)
+		resp, err := http.Get("http://" + addr + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "remote" {
+			t.Fatalf("through the client: %q", b)
+		}
+		return addr, &closed
+	}
+	_, oldClosed := open(oldCA.MustIssue(serverOnly))
+	_, newClosed := open(newCA.MustIssue(serverOnly))
+	trust.Set(material(t, nil, newCA))
+	testutil.WaitFor(t, "the connection to the untrusted remote closed", func() bool { return oldClosed.Load() == 1 })
+	if n := newClosed.Load(); n != 0 {
+		t.Errorf("%d connections to the trusted remote closed", n)
+	}
+	// The line follows the close: wait for it, then count.
+	testutil.WaitFor(t, "the cut's log line", func() bool { return logs.Count("closing connection: peer certificate no longer trusted") > 0 })
+	if n := logs.Count("closing connection: peer certificate no longer trusted"); n != 1 {
+		t.Errorf("%d cut log lines, want 1\n%s", n, logs.String())
+	}
 }

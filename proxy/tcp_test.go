@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -232,6 +233,8 @@ func TestServerTCPCutsUntrustedPeers(t *testing.T) {
 	if err := roundTrip(t, newPeer, "kept"); err != nil {
 		t.Fatalf("a peer the new bundle trusts was cut: %v", err)
 	}
+	// The line follows the close: wait for it, then count.
+	testutil.WaitFor(t, "the cut's log line", func() bool { return logs.Count("closing connection: peer certificate no longer trusted") > 0 })
 	if n := logs.Count("closing connection: peer certificate no longer trusted"); n != 1 {
 		t.Errorf("%d cut log lines, want 1\n%s", n, logs.String())
 	}
@@ -401,4 +404,59 @@ func TestServerTCPMaxConnectionAgeClosesOnceIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitClosed(t, busy)
+}
+
+// tlsEchoRemote serves a TLS echo with leaf on a loopback port (no client
+// certificate asked) and returns its address.
+func tlsEchoRemote(t testing.TB, leaf *hotcerttest.Leaf) string {
+	t.Helper()
+	ln := tls.NewListener(listen(t), &tls.Config{Certificates: []tls.Certificate{leaf.TLSCertificate()}})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); io.Copy(c, c) }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// The client side cuts, when its bundle changes, the connections to a remote the
+// new bundle no longer trusts, and keeps the others.
+func TestClientTCPCutsUntrustedRemotes(t *testing.T) {
+	oldCA, newCA := hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
+	id := hotcert.NewStore(material(t, newCA.MustIssue()))
+	trust := hotcert.NewStore(material(t, nil, oldCA, newCA))
+	var logs testutil.LogBuffer
+	open := func(remote string) net.Conn {
+		c, err := proxy.NewClient(remote, id, proxy.WithTrust(trust), proxy.WithServerName("localhost"),
+			proxy.WithGrace(time.Hour), proxy.WithIdle(time.Hour), proxy.WithLogger(logger(&logs)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc, err := net.Dial("tcp", serve(t, c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pc.Close() })
+		if err := roundTrip(t, pc, "open"); err != nil {
+			t.Fatal(err)
+		}
+		return pc
+	}
+	// Server certificates only (serverAuth): they are re-verified as servers.
+	serverOnly := hotcerttest.WithExtKeyUsages(x509.ExtKeyUsageServerAuth)
+	toOld, toNew := open(tlsEchoRemote(t, oldCA.MustIssue(serverOnly))), open(tlsEchoRemote(t, newCA.MustIssue(serverOnly)))
+	trust.Set(material(t, nil, newCA))
+	waitClosed(t, toOld)
+	if err := roundTrip(t, toNew, "kept"); err != nil {
+		t.Fatalf("a connection to a remote the new bundle trusts was cut: %v", err)
+	}
+	// The line follows the close: wait for it, then count.
+	testutil.WaitFor(t, "the cut's log line", func() bool { return logs.Count("closing connection: peer certificate no longer trusted") > 0 })
+	if n := logs.Count("closing connection: peer certificate no longer trusted"); n != 1 {
+		t.Errorf("%d cut log lines, want 1\n%s", n, logs.String())
+	}
 }

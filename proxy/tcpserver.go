@@ -191,9 +191,14 @@ func (t *tcpServer) handle(raw net.Conn, c *conn) {
 		c.close()
 		return
 	}
-	if tc, ok := c.front.(*tls.Conn); ok {
-		for _, tk := range tracked {
-			tk.SetPeer(tc.ConnectionState().PeerCertificates)
+	// The peer is the TLS side: the client in front of a Server, the remote
+	// behind a Client.
+	for _, side := range []net.Conn{c.front, back} {
+		if tc, ok := side.(*tls.Conn); ok {
+			for _, tk := range tracked {
+				tk.SetPeer(tc.ConnectionState().PeerCertificates)
+			}
+			break
 		}
 	}
 	if !c.setBack(back) {
