@@ -80,7 +80,13 @@ func startJava(t *testing.T, classes, dir, passwordFile string) *javaWatcher {
 		_ = cmd.Wait()
 		<-done
 	})
-	testutil.WaitFor(t, "MirrorWatch to be READY", func() bool { return w.has("READY") })
+	// A JVM's start, under a loaded make test, can take longer than
+	// testutil.WaitFor's 10 s: wait a minute for the first load.
+	for deadline := time.Now().Add(time.Minute); !w.has("READY"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for MirrorWatch to be READY", time.Since(start).Round(time.Millisecond))
+		}
+	}
 	t.Logf("JVM start to READY (first keystore and truststore loaded): %v", time.Since(start).Round(time.Millisecond))
 	return w
 }

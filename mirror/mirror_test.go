@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto"
 	"crypto/x509"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -123,10 +124,15 @@ func (o *countingObserver) counts() (writes int, failures []string) {
 	return len(o.writes), slices.Clone(o.failures)
 }
 
-func (o *countingObserver) last() []string {
+// nth waits until the n-th update (the first is New's) is observed and returns
+// the files it renamed. The observer hears of an update after its renames, so
+// a reader that sees the new files may be there first.
+func (o *countingObserver) nth(t *testing.T, n int) []string {
+	t.Helper()
+	testutil.WaitFor(t, fmt.Sprintf("update %d observed", n), func() bool { w, _ := o.counts(); return w >= n })
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.writes[len(o.writes)-1]
+	return o.writes[n-1]
 }
 
 // TestMirrorWritesEveryFormat: PEM and PKCS#12 files of the validated material,
@@ -216,7 +222,7 @@ func TestMirrorFollowsRenewalsWithRenamesInPlace(t *testing.T) {
 			t.Errorf("%s was rewritten though the CA bundle did not change", n)
 		}
 	}
-	if got, want := f.mobs.last(), []string{"tls.key", "tls.crt", "keystore.p12"}; !slices.Equal(got, want) {
+	if got, want := f.mobs.nth(t, 2), []string{"tls.key", "tls.crt", "keystore.p12"}; !slices.Equal(got, want) {
 		t.Errorf("renamed %v, want %v (the key before the certificate)", got, want)
 	}
 	ents, _ := os.ReadDir(f.out)
@@ -269,7 +275,7 @@ func TestPasswordFileFollowed(t *testing.T) {
 	if _, err := pkcs12.DecodeTrustStore(f.read(mirror.TruststoreFile), "s3cret-two"); err != nil {
 		t.Errorf("truststore.p12 under the new password: %v", err)
 	}
-	if got, want := f.mobs.last(), []string{"truststore.p12", "keystore.p12"}; !slices.Equal(got, want) {
+	if got, want := f.mobs.nth(t, 2), []string{"truststore.p12", "keystore.p12"}; !slices.Equal(got, want) {
 		t.Errorf("a new password renamed %v, want %v", got, want)
 	}
 	if !bytes.Equal(f.read(mirror.CertFile), pem) {
