@@ -156,7 +156,8 @@ type ignoreRule struct {
 
 // TestGitOpsSnippetsNameTheControllerFields: the fields the snippets ignore
 // are exactly the fields the controller writes (derived from its constants,
-// and owned by hotcert-controller on a workload it rolled): each jq
+// those written only where they apply included, and owned by
+// hotcert-controller on a workload it rolled): each jq
 // expression, evaluated as Argo CD does (del(expression)), and each JSON
 // pointer, removed as Argo CD and Flux do, removes one of them from a
 // Deployment the controller rolled, together they remove all of them and
@@ -185,6 +186,19 @@ func TestGitOpsSnippetsNameTheControllerFields(t *testing.T) {
 		}
 		return false, nil
 	})
+	// The annotations written only where they apply (scheduleKeys: a leaf's
+	// validity, a rotate-now token, a change waiting for a window) are not on
+	// this Deployment; put them there as the controller would, so that the
+	// snippets must name them too.
+	anns, _, _ := unstructured.NestedStringMap(live, "metadata", "annotations")
+	for _, k := range scheduleKeys {
+		if _, ok := anns[k]; !ok {
+			anns[k] = "x"
+		}
+	}
+	if err := unstructured.SetNestedStringMap(live, anns, "metadata", "annotations"); err != nil {
+		t.Fatal(err)
+	}
 	cm := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c", "annotations": map[string]any{"a": "b"}}, "data": map[string]any{"k": "v"}}
 
 	var workloadKindNames []string
@@ -315,7 +329,7 @@ func decodeStrictInto(t *testing.T, where string, v any, out any, field string) 
 // that none changes other (an object without those fields).
 func checkRemovals(t *testing.T, where string, live, other map[string]any, paths []string, remove func(path string, doc map[string]any) (map[string]any, error)) {
 	t.Helper()
-	fields := controllerFieldPaths()
+	fields := writtenFieldPaths()
 	without := func(f []string) map[string]any {
 		u := &unstructured.Unstructured{Object: deepCopyJSON(live)}
 		unstructured.RemoveNestedField(u.Object, f...)
@@ -346,6 +360,17 @@ func checkRemovals(t *testing.T, where string, live, other map[string]any, paths
 	if len(removed) != len(fields) || len(paths) != len(fields) {
 		t.Errorf("%s: %d paths remove %v; the controller writes %v", where, len(paths), removed, fields)
 	}
+}
+
+// writtenFieldPaths are every field the controller writes on a workload,
+// derived from its constants: controllerFieldPaths and the annotations
+// written only where they apply (scheduleKeys).
+func writtenFieldPaths() [][]string {
+	out := controllerFieldPaths()
+	for _, k := range scheduleKeys {
+		out = append(out, []string{"metadata", "annotations", k})
+	}
+	return out
 }
 
 // jqDelete evaluates del(expr) on doc, as Argo CD's ignoreDifferences does.
