@@ -29,7 +29,7 @@ func NewDrain(reg prometheus.Registerer, opts ...Option) (*Drain, error) {
 		started: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n.Name("tls_drains_started_total"),
 			Help: "Rotations that started draining connections opened under the previous certificate."}, []string{n.label}),
 		drained: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n.Name("tls_connections_drained_total"),
-			Help: "Connections asked to reconnect (GOAWAY), or closed, by reason: identity (new certificate), trust (peer no longer trusted) or revoked (peer on the deny list)."}, []string{n.label, "reason"}),
+			Help: "Connections asked to reconnect (GOAWAY), or closed, by reason: identity (new certificate), trust (peer no longer trusted), revoked (peer on the deny list; closed), peer_cert_expiring (the peer's chain expires first) or own_cert_expiring (the chain served on it expires first)."}, []string{n.label, "reason"}),
 		cuts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n.Name("tls_connections_cut_total"),
 			Help: "Connections closed because their peer certificate is no longer acceptable: it no longer verifies against the client-CA bundle, or it is revoked."}, []string{n.label}),
 	}

@@ -47,7 +47,7 @@ func (d *describer) MustRegister(cs ...prometheus.Collector) {
 func (d *describer) Unregister(prometheus.Collector) bool { return false }
 
 // exportedSeries returns the series hotcert's code registers with the default
-// names: the TLS reload recorder and the mirror's (package metrics) and the rollout controller,
+// names: the TLS reload recorder, the mirror's and the deny list's (package metrics) and the rollout controller,
 // each registered as the binaries register them. Series names map to their
 // labels.
 func exportedSeries(t testing.TB) map[string][]string {
@@ -60,6 +60,9 @@ func exportedSeries(t testing.TB) map[string][]string {
 		t.Fatal(err)
 	}
 	if _, err := metrics.NewMirror(d); err != nil { // hotcert mirror's
+		t.Fatal(err)
+	}
+	if _, err := metrics.NewDenyList(d); err != nil { // a deny list's (tlsconfig.WithDenyList)
 		t.Fatal(err)
 	}
 	if len(d.series) == 0 {
