@@ -76,6 +76,18 @@ func (r *podRecord) fill(p *corev1.Pod) {
 	p.Status.ContainerStatuses, p.Status.InitContainerStatuses = cs, is
 }
 
+// startedMap is when each running container (not a sidecar) started, as
+// core.PodOf reads it from the Pod that fill makes.
+func (r *podRecord) startedMap() map[string]time.Time {
+	m := make(map[string]time.Time, len(r.started))
+	for _, s := range r.started {
+		if !s.init {
+			m[s.container] = time.Unix(0, s.at)
+		}
+	}
+	return m
+}
+
 // records builds pod records, sharing what pods have alike.
 type records struct {
 	specs  *interner[corev1.PodSpec]

@@ -168,8 +168,11 @@ func state(k Consumer) string {
 type judgement struct {
 	in *Input
 	r  *Result
-	// blockers are, per step, its stragglers.
-	blockers map[string][]v1alpha1.Straggler
+	// blockers are, per step, its stragglers: the first
+	// v1alpha1.MaxStragglers of them, and how many there are. Only those
+	// are ever shown; keeping every one would make each census of 10,000
+	// pods at the start of a rotation allocate 10,000 per step.
+	blockers map[string]blockers
 	// objectNames are the objects' String(), by index, made once: every
 	// straggler of every step names its object.
 	objectNames []string
@@ -192,9 +195,10 @@ func (j *judgement) objectName(i int) string {
 func (j *judgement) step(name string, safe bool, role Role, objOK func(State) bool, objLacks string,
 	fact func(Consumer) Fact, want Tri, verb string) Step {
 	if j.blockers == nil {
-		j.blockers = map[string][]v1alpha1.Straggler{}
+		j.blockers = map[string]blockers{}
 	}
-	var objs, cons []v1alpha1.Straggler
+	var b blockers
+	objs, cons := 0, 0
 	unread := 0
 	for _, o := range j.in.Objects {
 		if o.Role != role {
@@ -203,9 +207,15 @@ func (j *judgement) step(name string, safe bool, role Role, objOK func(State) bo
 		switch {
 		case o.Err != "":
 			unread++
-			objs = append(objs, v1alpha1.Straggler{Object: o.Object.String(), Step: name, Reason: "cannot be read: " + o.Err})
+			objs++
+			if b.keeps() {
+				b.first = append(b.first, v1alpha1.Straggler{Object: o.Object.String(), Step: name, Reason: "cannot be read: " + o.Err})
+			}
 		case !objOK(o):
-			objs = append(objs, v1alpha1.Straggler{Object: o.Object.String(), Step: name, Reason: objLacks})
+			objs++
+			if b.keeps() {
+				b.first = append(b.first, v1alpha1.Straggler{Object: o.Object.String(), Step: name, Reason: objLacks})
+			}
 		}
 	}
 	total, proven, unprovable := 0, 0, 0
@@ -222,12 +232,15 @@ func (j *judgement) step(name string, safe bool, role Role, objOK func(State) bo
 		if f.Value == Unknown || !f.proven() {
 			unprovable++ // what is left cannot be proven until it restarts or reports
 		}
-		cons = append(cons, v1alpha1.Straggler{Namespace: k.Pod.Namespace, Pod: k.Pod.Name, Container: k.Use.Container,
-			Object: j.objectName(k.Use.Object), How: string(k.Use.How), Evidence: f.Evidence, Step: name, Reason: f.Why})
+		cons++
+		if b.keeps() {
+			b.first = append(b.first, v1alpha1.Straggler{Namespace: k.Pod.Namespace, Pod: k.Pod.Name, Container: k.Use.Container,
+				Object: j.objectName(k.Use.Object), How: string(k.Use.How), Evidence: f.Evidence, Step: name, Reason: f.Why})
+		}
 	}
-	j.blockers[name] = append(objs, cons...)
+	j.blockers[name] = b
 	count := fmt.Sprintf("%d/%d consumers proven to %s", proven, total, verb)
-	if role == RoleServer && total == 0 && len(objs) == 0 {
+	if role == RoleServer && total == 0 && objs == 0 {
 		count = "no pod mounts a server certificate"
 		if !slices.ContainsFunc(j.in.Objects, func(o State) bool { return o.Role == RoleServer }) {
 			count = "no server certificates declared"
@@ -242,14 +255,14 @@ func (j *judgement) step(name string, safe bool, role Role, objOK func(State) bo
 	case !safe:
 		s.Reason = v1alpha1.ReasonNotSafe
 		s.Message = fmt.Sprintf("not safe yet: %s; %s", j.notSafeWhy(name), count)
-	case len(j.blockers[name]) == 0 && short == "":
+	case b.total == 0 && short == "":
 		s.Done, s.Reason, s.Message = true, v1alpha1.ReasonDone, strings.TrimSpace(count+" "+evidenceNote(j.r.Consumers, role))
-	case len(j.blockers[name]) == 0:
+	case b.total == 0:
 		s.Reason, s.Message = v1alpha1.ReasonInProgress, count+": "+short
-	case len(objs) == 0 && unprovable == len(cons):
-		s.Reason, s.Message = v1alpha1.ReasonUnproven, count+": "+names(j.blockers[name])
+	case objs == 0 && unprovable == cons:
+		s.Reason, s.Message = v1alpha1.ReasonUnproven, count+": "+b.names()
 	default:
-		s.Reason, s.Message = v1alpha1.ReasonInProgress, count+": "+names(j.blockers[name])
+		s.Reason, s.Message = v1alpha1.ReasonInProgress, count+": "+b.names()
 	}
 	return s
 }
@@ -260,8 +273,8 @@ func (j *judgement) notSafeWhy(name string) string {
 		if prev == name {
 			break
 		}
-		if b := j.blockers[prev]; len(b) > 0 {
-			return prev + " is not done: " + names(b)
+		if b := j.blockers[prev]; b.total > 0 {
+			return prev + " is not done: " + b.names()
 		}
 	}
 	return "a step before it is not done"
@@ -296,9 +309,9 @@ func (j *judgement) summarize() {
 			continue
 		}
 		r.Next = s.Name
-		all := j.blockers[s.Name]
-		r.Omitted = max(0, len(all)-v1alpha1.MaxStragglers)
-		r.Stragglers = all[:min(len(all), v1alpha1.MaxStragglers)]
+		b := j.blockers[s.Name]
+		r.Omitted = b.total - len(b.first)
+		r.Stragglers = b.first
 		if i == 0 || !s.Safe {
 			r.Summary = fmt.Sprintf("step %d (%s) not done: %s", i+1, s.Name, s.Message)
 		} else {
@@ -309,15 +322,29 @@ func (j *judgement) summarize() {
 	r.Summary = "rotation complete: " + r.Steps[len(r.Steps)-1].Message
 }
 
+// blockers are a step's stragglers: the first v1alpha1.MaxStragglers, and
+// how many there are.
+type blockers struct {
+	first []v1alpha1.Straggler
+	total int
+}
+
+// keeps counts one more straggler and reports whether it is among the
+// first, to be kept.
+func (b *blockers) keeps() bool {
+	b.total++
+	return len(b.first) < v1alpha1.MaxStragglers
+}
+
 // names lists stragglers for a sentence, at most five and a count of the
 // rest: "pod a/b container app (subPath): mounts it …; ConfigMap a/ca key
 // ca.crt: does not hold CA-2026".
-func names(ss []v1alpha1.Straggler) string {
+func (b blockers) names() string {
 	const most = 5
 	parts := make([]string, 0, most+1)
-	for i, s := range ss {
+	for i, s := range b.first {
 		if i == most {
-			parts = append(parts, fmt.Sprintf("and %d more", len(ss)-most))
+			parts = append(parts, fmt.Sprintf("and %d more", b.total-most))
 			break
 		}
 		if s.Pod == "" {

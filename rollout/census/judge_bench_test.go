@@ -1,0 +1,79 @@
+package census
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	core "github.com/hotcert/hotcert/rollout/internal/census"
+)
+
+// BenchmarkJudge10kPods reports what judging 10,000 consumers of one
+// ConfigMap allocates (the pod records built beforehand): consumers() and
+// core.Take, the census's pure part, at the start of a rotation when every
+// consumer is a straggler.
+func BenchmarkJudge10kPods(b *testing.B) {
+	const n = 10000
+	rs := newRecords()
+	records := make([]*podRecord, n)
+	for i := range records {
+		records[i] = rs.record(replicaPod(i))
+	}
+	since := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
+	states := []core.State{{Object: core.Object{Kind: core.KindConfigMap, Namespace: "team-a", Name: "ca", Key: "ca.crt"},
+		HoldsNew: true, HoldsOld: true, NewSince: since}}
+	objects := []core.Object{states[0].Object}
+	b.ReportAllocs()
+	for b.Loop() {
+		pods, _ := consumers(records, objects)
+		r := core.Take(core.Input{OldCA: core.CA{Name: "old"}, NewCA: core.CA{Name: "new"}, Objects: states, Pods: pods, VolumeDelay: time.Minute, CTBDelay: time.Minute})
+		if r.Counts.Total == 0 {
+			b.Fatal("no consumers")
+		}
+	}
+}
+
+// TestConsumersShareTheUsesOfAReplicaSet: the pods of one spec in one
+// namespace are judged alike, and what they use is worked out once, not
+// once per pod (per-pod allocations bounded; without the sharing each pod
+// allocates its volumes' and uses' maps anew), and a pod certificate, which
+// is each pod's own, is still matched pod by pod.
+func TestConsumersShareTheUsesOfAReplicaSet(t *testing.T) {
+	const n = 200
+	rs := newRecords()
+	var records []*podRecord
+	for i := range n {
+		p := replicaPod(i)
+		if i%2 == 1 {
+			p.Namespace = "team-b"
+		}
+		records = append(records, rs.record(p))
+	}
+	cm := core.Object{Kind: core.KindConfigMap, Namespace: "team-a", Name: "ca", Key: "ca.crt"}
+	pc := core.Object{Kind: core.KindPodCertificate, Namespace: "team-a", Name: records[2].name, SignerName: "example.com/agents"}
+	for _, objects := range [][]core.Object{{cm}, {cm, pc}} {
+		got, byKey := consumers(records, objects)
+		var want []core.Pod
+		var p corev1.Pod
+		for _, r := range records {
+			r.fill(&p)
+			if cp, ok := core.PodOf(&p, objects); ok {
+				want = append(want, cp)
+			}
+		}
+		if len(got) != len(want) || len(byKey) != len(want) || len(want) == 0 {
+			t.Fatalf("objects %v: %d consumers (%d by key), want %d", objects, len(got), len(byKey), len(want))
+		}
+		for i := range want {
+			if !reflect.DeepEqual(got[i], want[i]) {
+				t.Fatalf("objects %v: pod %d:\n got %+v\nwant %+v", objects, i, got[i], want[i])
+			}
+		}
+	}
+	perPod := testing.AllocsPerRun(3, func() { consumers(records, []core.Object{cm}) }) / n
+	if perPod > 4 {
+		t.Errorf("consumers allocates %.1f times per pod of one ReplicaSet, want at most 4 (its started map and key)", perPod)
+	}
+}
