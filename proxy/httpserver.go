@@ -25,6 +25,7 @@ type httpServer struct {
 	h1     *http.Transport
 	h2c    *http.Transport
 	open   atomic.Int64
+	peers  peerSet // the verified clients of the open connections
 }
 
 func newHTTPServer(s *Server) *httpServer {
@@ -52,6 +53,7 @@ func newHTTPServer(s *Server) *httpServer {
 			}
 		},
 	}
+	h.trackPeers()
 	// One policy set per identity: a rotation of any identity drains the
 	// connections opened before it (a drain.HTTPServer records its own provider's
 	// certificate at accept, whatever the SNI); the trust cut runs once.
