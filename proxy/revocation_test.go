@@ -484,7 +484,7 @@ func TestRevocationCutBound(t *testing.T) {
 				t.Fatal(err)
 			}
 			addr := serve(t, s)
-			const n, revokes = 50, 10
+			const n, revokes = 200, 20
 			leaves := make([]*hotcerttest.Leaf, n)
 			ended := make([]func() error, n) // blocks until the client's connection ends
 			for i := range leaves {

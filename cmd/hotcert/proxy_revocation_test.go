@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"os"
@@ -219,4 +220,77 @@ func TestProxyDenyListNeedsCAFile(t *testing.T) {
 	_, _, err := run(context.Background(), "proxy", "server", "--target", "127.0.0.1:1", "--listen", freeAddr(t),
 		"--cert-file", writeTemp(t, "tls.crt", leaf.ChainPEM), "--key-file", writeTemp(t, "tls.key", leaf.KeyPEM), "--deny-list", writeTemp(t, "deny.list", []byte("\n")))
 	requireOneLine(t, err, "--deny-list and --crl-file need --ca-file")
+}
+
+// TestProxyClientCRLCutsARevokedRemote: hotcert proxy client with --crl-file in
+// front of two openssl s_server remotes. When a new CRL (signed by the CA of
+// --ca-file) revokes one remote's certificate, the local program's connection to
+// it ends, the proxy refuses to connect to it again, and the connection to the
+// other remote stays up.
+func TestProxyClientCRLCutsARevokedRemote(t *testing.T) {
+	requireTool(t, "openssl")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ca := hotcerttest.MustNewCA()
+	tlsDir := hotcerttest.MustNewAtomicWriter(filepath.Join(t.TempDir(), "tls"))
+	crlDir := hotcerttest.MustNewAtomicWriter(filepath.Join(t.TempDir(), "crl"))
+	client := ca.MustIssue(hotcerttest.WithCommonName("app"))
+	tlsDir.MustWrite(map[string][]byte{"tls.crt": client.ChainPEM, "tls.key": client.KeyPEM, "ca.crt": hotcerttest.BundlePEM(ca)})
+	now := time.Now()
+	crlDir.MustWrite(map[string][]byte{"ca.crl": ca.MustCRL(1, now.Add(-time.Minute), now.Add(time.Hour))})
+	revokedLeaf, keptLeaf := ca.MustIssue(), ca.MustIssue()
+	var logs testutil.LogBuffer
+	open := func(leaf *hotcerttest.Leaf) (local, metrics string) {
+		local, metrics = freeAddr(t), freeAddr(t)
+		proxyRun(t, ctx, &logs, metrics, "client", "--listen", local, "--target", opensslServer(t, leaf, ca),
+			"--ca-file", filepath.Join(tlsDir.Dir(), "ca.crt"), "--cert-file", filepath.Join(tlsDir.Dir(), "tls.crt"),
+			"--key-file", filepath.Join(tlsDir.Dir(), "tls.key"), "--crl-file", filepath.Join(crlDir.Dir(), "ca.crl"),
+			"--server-name", "localhost", "--poll-interval", "50ms", "--settle", "100ms")
+		return local, metrics
+	}
+	toRevoked, revokedMetrics := open(revokedLeaf)
+	toKept, _ := open(keptLeaf)
+	// A held connection to each: the proxy has connected to the remote once
+	// /healthz counts it (openssl then waits for the request).
+	hold := func(local, metrics string) net.Conn {
+		c, err := net.Dial("tcp", local)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if metrics != "" {
+			testutil.WaitFor(t, "the proxy's connection to the remote", func() bool { return proxyHealthz(t, metrics, "").Connections == 1 })
+		}
+		return c
+	}
+	held, kept := hold(toRevoked, revokedMetrics), hold(toKept, "")
+
+	start := time.Now()
+	crlDir.MustWrite(map[string][]byte{"ca.crl": ca.MustCRL(2, now.Add(-time.Minute), now.Add(time.Hour), revokedLeaf.Cert.SerialNumber)})
+	held.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := held.Read(make([]byte, 1)); err == nil || strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("the connection to the revoked remote: %v, want it closed", err)
+	}
+	t.Logf("the connection to the revoked remote ended %s after the CRL was written", time.Since(start))
+	testutil.WaitFor(t, "the cut line", func() bool {
+		return strings.Contains(logs.String(), `"msg":"closing connection: peer certificate revoked"`)
+	})
+	if _, err := io.WriteString(kept, "GET / HTTP/1.0\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	kept.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if b, err := io.ReadAll(kept); err != nil || !strings.Contains(string(b), "Subject: CN=app") {
+		t.Fatalf("the connection to the other remote: %v\n%s", err, b)
+	}
+	again := hold(toRevoked, "")
+	io.WriteString(again, "GET / HTTP/1.0\r\n\r\n")
+	again.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if b, _ := io.ReadAll(again); len(b) != 0 {
+		t.Fatalf("the proxy reached the revoked remote again:\n%s", b)
+	}
+	testutil.WaitFor(t, "the refused handshake in the log", func() bool { return strings.Contains(logs.String(), "is revoked (CRL of") })
+	serial := hotcert.FormatSerial(revokedLeaf.Cert.SerialNumber)
+	if dl := proxyHealthz(t, revokedMetrics, serial); dl.Generation != 2 || dl.Serial == nil || !dl.Serial.Revoked || dl.Serial.Connections != 0 {
+		t.Errorf("deny_list: %+v, want the second CRL, revoking %s, no connection of it left", dl, serial)
+	}
 }
