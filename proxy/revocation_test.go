@@ -531,3 +531,76 @@ func TestRevocationCutBound(t *testing.T) {
 		})
 	}
 }
+
+// TestServerStaleCRLPolicy: once the CRL of one of two client CAs passes its
+// NextUpdate (a fake clock moved past it), refuse-all ends the connections of that
+// CA's clients and refuses them again, and keeps the other CA's; keep-enforcing
+// keeps both.
+func TestServerStaleCRLPolicy(t *testing.T) {
+	for _, policy := range []revocation.StalePolicy{revocation.KeepEnforcing, revocation.RefuseAll} {
+		t.Run(policy.String(), func(t *testing.T) {
+			clock := hotcerttest.NewFakeClock(time.Now())
+			caA, caB := hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
+			id := hotcert.NewStore(material(t, caA.MustIssue()))
+			trust := hotcert.NewStore(material(t, nil, caA, caB))
+			w := hotcerttest.MustNewAtomicWriter(t.TempDir())
+			w.MustWrite(map[string][]byte{"ca.crl": caA.MustCRL(1, clock.Now().Add(-time.Minute), clock.Now().Add(time.Hour))})
+			src, err := revocation.Files("", filepath.Join(w.Dir(), "ca.crl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			deny, err := revocation.New(context.Background(), src, trust, revocation.WithClock(clock), revocation.WithStalePolicy(policy),
+				hotcert.WithSettle(0), hotcert.WithPollInterval(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); _ = deny.Start(ctx) }()
+			t.Cleanup(func() { cancel(); <-done })
+			s, err := proxy.NewServer(echoBackend(t, nil), []hotcert.Provider{id}, proxy.WithTrust(trust), proxy.WithDenyList(deny),
+				proxy.WithGrace(time.Hour), proxy.WithIdle(time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := serve(t, s)
+			dial := func(leaf *hotcerttest.Leaf) (*tls.Conn, error) {
+				c, err := tls.Dial("tcp", addr, clientConfig(caA, leaf, "localhost"))
+				if err != nil {
+					return nil, err
+				}
+				t.Cleanup(func() { c.Close() })
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				return c, roundTrip(t, c, "open")
+			}
+			leafA, leafB := caA.MustIssue(), caB.MustIssue()
+			a, err := dial(leafA)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := dial(leafB)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			testutil.WaitFor(t, "the staleness timer", func() bool { return clock.Waiting() > 0 })
+			clock.Advance(2 * time.Hour)
+			testutil.WaitFor(t, "the stale CRL reported", func() bool { return len(deny.Current().Info().Stale) == 1 })
+			if policy == revocation.RefuseAll {
+				waitClosed(t, a)
+				if _, err := dial(caA.MustIssue()); err == nil {
+					t.Error("refuse-all let a client of the stale CRL's issuer in")
+				}
+			} else {
+				// The stale report came before any cut would: a connection still
+				// open now stays (keep-enforcing republishes nothing).
+				if err := roundTrip(t, a, "kept"); err != nil {
+					t.Errorf("keep-enforcing cut a client of the stale CRL's issuer: %v", err)
+				}
+			}
+			if err := roundTrip(t, b, "kept"); err != nil {
+				t.Errorf("a client of the other CA was cut: %v", err)
+			}
+		})
+	}
+}
