@@ -214,12 +214,25 @@ func TestProxyServerDenyListCutsRevokedClients(t *testing.T) {
 	}
 }
 
-// A server-side deny list needs --ca-file: it revokes client certificates.
-func TestProxyDenyListNeedsCAFile(t *testing.T) {
-	leaf := hotcerttest.MustNewCA().MustIssue()
-	_, _, err := run(context.Background(), "proxy", "server", "--target", "127.0.0.1:1", "--listen", freeAddr(t),
-		"--cert-file", writeTemp(t, "tls.crt", leaf.ChainPEM), "--key-file", writeTemp(t, "tls.key", leaf.KeyPEM), "--deny-list", writeTemp(t, "deny.list", []byte("\n")))
-	requireOneLine(t, err, "--deny-list and --crl-file need --ca-file")
+// A server-side deny list needs --ca-file: it revokes client certificates; a bad
+// stale-CRL policy and a list that does not validate are one-line errors.
+func TestProxyDenyListErrors(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	leaf := ca.MustIssue()
+	files := []string{"--target", "127.0.0.1:1", "--cert-file", writeTemp(t, "tls.crt", leaf.ChainPEM), "--key-file", writeTemp(t, "tls.key", leaf.KeyPEM)}
+	withCA := append([]string{"--ca-file", writeTemp(t, "ca.crt", hotcerttest.BundlePEM(ca)), "--allow-all"}, files...)
+	list := writeTemp(t, "deny.list", []byte("\n"))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{append([]string{"--deny-list", list}, files...), "--deny-list and --crl-file need --ca-file"},
+		{append([]string{"--deny-list", list, "--stale-crl-policy", "never"}, withCA...), `--stale-crl-policy "never": want keep-enforcing or refuse-all`},
+		{append([]string{"--deny-list", writeTemp(t, "bad.list", []byte("serial zz issuer 00\n"))}, withCA...), "bad.list"},
+	} {
+		_, _, err := run(context.Background(), append([]string{"proxy", "server", "--listen", freeAddr(t)}, c.args...)...)
+		requireOneLine(t, err, c.want)
+	}
 }
 
 // TestProxyClientCRLCutsARevokedRemote: hotcert proxy client with --crl-file in
