@@ -56,7 +56,7 @@ func newHTTPServer(s *Server) *httpServer {
 	h.trackPeers()
 	// One policy set per identity: a rotation of any identity drains the
 	// connections opened before it (a drain.HTTPServer records its own provider's
-	// certificate at accept, whatever the SNI); the trust cut runs once.
+	// certificate at accept, whatever the SNI); the trust and revocation cuts run once.
 	for i, p := range s.ids {
 		d := drain.NewHTTPServer(s.drainOptions(p, i == 0)...)
 		d.Wrap(h.srv)

@@ -113,7 +113,8 @@ func (h *httpServer) trackPeers() {
 }
 
 // Peers yields the verified peer chain (leaf first) of every open connection
-// whose handshake presented one: the clients of a Server with WithTrust. A
+// whose handshake presented one: the clients of a Server with WithTrust (in
+// [ModeHTTP], from the connection's first request, or HTTP/2's preface, on). A
 // status page counts with it which open connections a deny list denies (0 once
 // the live cut has ended them).
 func (s *Server) Peers(yield func([]*x509.Certificate) bool) {
