@@ -21,6 +21,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/internal/testutil"
@@ -602,5 +609,62 @@ func TestServerStaleCRLPolicy(t *testing.T) {
 				t.Errorf("a client of the other CA was cut: %v", err)
 			}
 		})
+	}
+}
+
+// TestServerHTTPDenyListEndsTheRevokedGRPCStream: gRPC through an http-mode
+// proxy; the revoked client's server-streaming call (a health Watch) ends with an
+// error, its next call is refused, and another client's Watch goes on receiving.
+func TestServerHTTPDenyListEndsTheRevokedGRPCStream(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	id := hotcert.NewStore(material(t, ca.MustIssue()))
+	trust := hotcert.NewStore(material(t, nil, ca))
+	deny := newDenyFiles(t, ca, trust)
+	ln := listen(t)
+	gs := grpc.NewServer()
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	go gs.Serve(ln)
+	t.Cleanup(gs.Stop)
+	s, err := proxy.NewServer(proxy.Target{Network: "tcp", Address: ln.Addr().String()}, []hotcert.Provider{id},
+		proxy.WithMode(proxy.ModeHTTP), proxy.WithTrust(trust), proxy.WithDenyList(deny.r), proxy.WithGrace(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	watch := func(leaf *hotcerttest.Leaf) (healthpb.HealthClient, healthpb.Health_WatchClient) {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(clientConfig(ca, leaf, "localhost"))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cc.Close() })
+		hc := healthpb.NewHealthClient(cc)
+		w, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := w.Recv(); err != nil || r.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("Watch: %v, %v", r, err)
+		}
+		return hc, w
+	}
+	revoked := ca.MustIssue(hotcerttest.WithCommonName("revoked"))
+	rc, rw := watch(revoked)
+	_, kw := watch(ca.MustIssue(hotcerttest.WithCommonName("kept")))
+
+	deny.revoke(t, "serial", revoked)
+	// Unavailable: the connection closed under the stream (the test's deadline
+	// would say DeadlineExceeded).
+	if r, err := rw.Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("the revoked client's stream after the revocation: %v, %v; want Unavailable", r, err)
+	}
+	if _, err := rc.Check(ctx, &healthpb.HealthCheckRequest{}); err == nil {
+		t.Fatal("the revoked client's next call got through")
+	}
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	if r, err := kw.Recv(); err != nil || r.Status != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("the other client's stream: %v, %v", r, err)
 	}
 }
