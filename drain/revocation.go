@@ -38,19 +38,63 @@ func (p *policy) denyChanged(_, next *revocation.List) {
 	for _, t := range p.conns() {
 		peer := t.peerChain()
 		if len(peer) == 0 {
+			if h, ok := t.(handshaker); ok {
+				go p.checkAfterHandshake(t, h, next)
+			}
 			continue
 		}
-		err := next.Check(peer)
-		if err == nil || !p.cut(t) {
-			continue
-		}
-		p.cfg.observer.ObserveDrained(p.cfg.component, "revoked")
-		p.cfg.observer.ObserveCut(p.cfg.component)
-		p.cfg.logger.Warn("closing connection: peer certificate revoked",
-			p.cfg.logKey, p.cfg.component, "remote", t.RemoteAddr().String(),
-			"peer_subject", peer[0].Subject.String(), "peer_serial", hotcert.FormatSerial(peer[0].SerialNumber),
-			"deny_list_version", next.Version(), "reason", err.Error())
+		p.cutIfDenied(t, peer, next)
 	}
+}
+
+// handshaker is a target whose peer is not recorded until after its first
+// request (an HTTP/1 connection): its TLS connection says who the peer is.
+type handshaker interface{ tlsConn() *tls.Conn }
+
+// checkAfterHandshake waits for h's handshake (ConnectionState waits for one that
+// is running), then cuts t if next denies its peer: a handshake that completed
+// before the list changed, whose peer no request has recorded yet. A handshake
+// that starts later is checked against the new list by tlsconfig.
+func (p *policy) checkAfterHandshake(t target, h handshaker, next *revocation.List) {
+	tc := h.tlsConn()
+	if tc == nil {
+		return
+	}
+	if cs := tc.ConnectionState(); cs.HandshakeComplete {
+		if peer := peerChainOf(cs); len(peer) > 0 {
+			p.cutIfDenied(t, peer, next)
+		}
+	}
+}
+
+// checkNewPeer cuts t, whose peer was just recorded, if the list in use denies
+// it: the list changed between the handshake's check and the recording.
+func (p *policy) checkNewPeer(t target, peer []*x509.Certificate) {
+	if p.cfg.deny == nil || len(peer) == 0 {
+		return
+	}
+	p.cutIfDenied(t, peer, p.cfg.deny.Current())
+}
+
+// cutIfDenied closes t at once, with one log line and one count, when next
+// denies peer.
+func (p *policy) cutIfDenied(t target, peer []*x509.Certificate, next *revocation.List) {
+	err := next.Check(peer)
+	if err == nil || !p.cut(t) {
+		return
+	}
+	p.cfg.observer.ObserveDrained(p.cfg.component, "revoked")
+	p.cfg.observer.ObserveCut(p.cfg.component)
+	p.cfg.logger.Warn("closing connection: peer certificate revoked",
+		p.cfg.logKey, p.cfg.component, "remote", t.RemoteAddr().String(),
+		"peer_subject", peer[0].Subject.String(), "peer_serial", hotcert.FormatSerial(peer[0].SerialNumber),
+		"deny_list_version", next.Version(), "reason", err.Error())
+}
+
+// tlsConn is the connection's TLS side (nil for a plaintext one).
+func (hc *httpConn) tlsConn() *tls.Conn {
+	tc, _ := hc.c.(*tls.Conn)
+	return tc
 }
 
 // cut closes hc at once, whatever it is doing.

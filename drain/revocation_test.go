@@ -2,10 +2,14 @@ package drain_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -170,5 +174,91 @@ func TestHTTPRevocationCutClosesOnlyTheRevokedClient(t *testing.T) {
 	}
 	if _, reused, err := get(t, keep, url); err != nil || !reused {
 		t.Fatalf("the other client lost its connection: reused=%v err=%v", reused, err)
+	}
+}
+
+// A Tracker with WithRevocationCut hands a tracked connection whose peer the new
+// list denies to its drain function at once (prompt), leaves the others, and cuts
+// a peer the list already denies when SetPeer records it (the list changed
+// between the handshake's check and the recording).
+func TestTrackerRevocationCut(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	deny := newDenyFiles(t, ca)
+	var mu sync.Mutex
+	drained := map[net.Conn]bool{} // conn → prompt
+	tr := drain.NewTracker(func(c *drain.Tracked, prompt bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		drained[c.Conn()] = prompt
+	}, drain.WithRevocationCut(deny.r))
+	t.Cleanup(tr.Close)
+	seen := func(c net.Conn) (ok, prompt bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		prompt, ok = drained[c]
+		return ok, prompt
+	}
+	conn := func() net.Conn { a, b := net.Pipe(); t.Cleanup(func() { a.Close(); b.Close() }); return a }
+	revoked, kept := ca.MustIssue(hotcerttest.WithCommonName("revoked")), ca.MustIssue(hotcerttest.WithCommonName("kept"))
+	cRevoked, cKept := conn(), conn()
+	tr.Track(cRevoked).SetPeer([]*x509.Certificate{revoked.Cert, ca.Cert})
+	tr.Track(cKept).SetPeer([]*x509.Certificate{kept.Cert, ca.Cert})
+
+	deny.revoke(revoked)
+	testutil.WaitFor(t, "the revoked peer's cut", func() bool { ok, _ := seen(cRevoked); return ok })
+	if _, prompt := seen(cRevoked); !prompt {
+		t.Error("a revocation cut was not prompt")
+	}
+	late := conn()
+	tr.Track(late).SetPeer([]*x509.Certificate{revoked.Cert, ca.Cert})
+	if ok, prompt := seen(late); !ok || !prompt {
+		t.Errorf("a peer the list in use denies, recorded after the change: drained=%v prompt=%v, want a prompt cut from SetPeer", ok, prompt)
+	}
+	if ok, _ := seen(cKept); ok {
+		t.Error("a peer the list does not deny was drained")
+	}
+}
+
+// An HTTP/1 connection whose handshake completed before its certificate was
+// revoked, and that has sent no request yet (its peer not yet recorded by any
+// request), is cut too.
+func TestHTTPRevocationCutClosesAConnectionBeforeItsFirstRequest(t *testing.T) {
+	serverCA, clientCA := hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
+	deny := newDenyFiles(t, clientCA)
+	store := hotcert.NewStore(material(t, serverCA.MustIssue(), clientCA))
+	srv := &http.Server{
+		TLSConfig: httptls.MTLSServerConfig(store, tlsconfig.WithDenyList(deny.r)),
+		Handler:   http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }),
+	}
+	d := drain.NewHTTPServer(drain.WithRevocationCut(deny.r), drain.WithGrace(time.Minute))
+	d.Wrap(srv)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.ServeTLS(ln, "", "")
+	t.Cleanup(func() { d.Close(); srv.Close() })
+
+	dial := func(leaf *hotcerttest.Leaf) *tls.Conn {
+		c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: hotcerttest.Pool(serverCA),
+			Certificates: []tls.Certificate{leaf.TLSCertificate()}, NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	revoked := clientCA.MustIssue(hotcerttest.WithCommonName("client-revoked"))
+	cut, kept := dial(revoked), dial(clientCA.MustIssue(hotcerttest.WithCommonName("client-kept")))
+	// The server sends its session tickets with its first flight after the
+	// client's Finished: read nothing, so that only a close ends the read below.
+	deny.revoke(revoked)
+	cut.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := cut.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the revoked client's idle connection was not closed: %v", err)
+	}
+	kept.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := kept.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the other client's connection: %v, want it open", err)
 	}
 }

@@ -13,12 +13,14 @@ import (
 // the caller serves itself, in a protocol package drain does not know (a raw TCP
 // proxy, for one): it decides which connections to drain and when, and the caller
 // says how, with the function given to [NewTracker]. The identity drain, the window,
-// the trust cut, its log line and the Observer are those of the options
-// (WithIdentityDrain, WithTrustCut, WithLogger, WithObserver, WithComponent,
-// WithComponentLabel); WithGrace is the caller's to apply.
+// the trust cut, the revocation cut, their log lines and the Observer are those of
+// the options (WithIdentityDrain, WithTrustCut, WithServerTrustCut,
+// WithRevocationCut, WithLogger, WithObserver, WithComponent, WithComponentLabel);
+// WithGrace is the caller's to apply.
 type Tracker struct {
-	cfg   config
-	drain func(c *Tracked, prompt bool)
+	cfg    config
+	drain  func(c *Tracked, prompt bool)
+	policy *policy
 
 	mu     sync.Mutex
 	conns  map[*Tracked]struct{}
@@ -40,22 +42,26 @@ type Tracked struct {
 
 // NewTracker returns a Tracker that calls drain when a tracked connection is to
 // reconnect: onto a new certificate (prompt false: the caller ends it gracefully),
-// or because its peer is no longer trusted (prompt true: end it now). drain is
-// called once per connection, on a goroutine of the Tracker's.
+// or because its peer is no longer trusted or revoked (prompt true: end it now).
+// drain is called once per connection, on a goroutine of the Tracker's (or, for a
+// peer the deny list already denies when SetPeer records it, on SetPeer's).
 func NewTracker(drain func(c *Tracked, prompt bool), opts ...Option) *Tracker {
 	cfg := defaultConfig()
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
 	t := &Tracker{cfg: cfg, drain: drain, conns: map[*Tracked]struct{}{}, timers: map[*time.Timer]struct{}{}}
-	p := &policy{cfg: &t.cfg, conns: t.targets, after: t.after, drain: func(tg target, prompt bool) bool {
+	drainOne := func(tg target, prompt bool) bool {
 		c := tg.(*Tracked)
 		if !c.markDraining() {
 			return false
 		}
 		t.drain(c, prompt)
 		return true
-	}}
+	}
+	p := &policy{cfg: &t.cfg, conns: t.targets, after: t.after, drain: drainOne,
+		cut: func(tg target) bool { return drainOne(tg, true) }}
+	t.policy = p
 	t.unsubs = p.subscribe()
 	return t
 }
@@ -78,11 +84,15 @@ func (t *Tracker) Track(c net.Conn) *Tracked {
 // Conn returns the tracked connection.
 func (c *Tracked) Conn() net.Conn { return c.conn }
 
-// SetPeer records the verified peer chain (leaf first) the trust cut re-verifies.
+// SetPeer records the verified peer chain (leaf first, up to its root: a serial is
+// matched with the issuer that follows it) that the trust and revocation cuts
+// re-check. With WithRevocationCut, a chain the current list already denies (the
+// list changed after the handshake checked it, before SetPeer) is cut at once.
 func (c *Tracked) SetPeer(chain []*x509.Certificate) {
 	c.mu.Lock()
 	c.peer = chain
 	c.mu.Unlock()
+	c.t.policy.checkNewPeer(c, chain)
 }
 
 // Done stops tracking the connection.

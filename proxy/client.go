@@ -63,6 +63,7 @@ func NewClient(remote string, id hotcert.Provider, opts ...Option) (*Client, err
 	if cfg.trust != nil {
 		topts = append(topts, tlsconfig.WithTrust(cfg.trust))
 	}
+	topts = append(topts, cfg.denyTLS()...)
 	c := &Client{cfg: cfg, remote: remote, id: id, dialer: tlsconfig.NewDialer(id, topts...)}
 	if cfg.mode == ModeHTTP {
 		c.http = newHTTPClient(c)
@@ -77,6 +78,7 @@ func NewClient(remote string, id hotcert.Provider, opts ...Option) (*Client, err
 	if tp, ok := c.trustProvider(); ok {
 		policy = append(policy, drain.WithServerTrustCut(tp))
 	}
+	policy = append(policy, cfg.revocationCut()...)
 	dial := func(ctx context.Context, _ net.Conn) (net.Conn, error) {
 		return c.dialer.DialContext(ctx, "tcp", remote)
 	}
@@ -150,7 +152,8 @@ type httpClient struct {
 	c     *Client
 	srv   *http.Server
 	tr    atomic.Pointer[http.Transport]
-	cut   *drain.Tracker // the trust cut; nil when the bundle reports no changes
+	cut   *drain.Tracker // the trust and revocation cuts; nil without either
+	peers peerSet        // the remotes of the connections cut tracks
 	stop  func()
 	mu    sync.Mutex
 	timer map[*time.Timer]struct{}
@@ -158,9 +161,13 @@ type httpClient struct {
 
 func newHTTPClient(c *Client) *httpClient {
 	h := &httpClient{c: c, timer: map[*time.Timer]struct{}{}}
+	cuts := c.cfg.revocationCut()
 	if tp, ok := c.trustProvider(); ok {
+		cuts = append(cuts, drain.WithServerTrustCut(tp))
+	}
+	if len(cuts) > 0 {
 		h.cut = drain.NewTracker(func(tc *drain.Tracked, _ bool) { tc.Conn().Close() },
-			append(c.cfg.drainOptions(), drain.WithServerTrustCut(tp))...)
+			append(c.cfg.drainOptions(), cuts...)...)
 	}
 	h.tr.Store(h.newTransport())
 	u := &url.URL{Scheme: "https", Host: c.remote}
@@ -215,14 +222,16 @@ func (h *httpClient) dialTLS(ctx context.Context, network, addr string) (net.Con
 	if err != nil {
 		return nil, err
 	}
-	under := &trackedConn{Conn: raw}
+	under := &trackedConn{Conn: raw, peers: &h.peers}
 	tc := tls.Client(under, cfg)
 	under.tracked = h.cut.Track(tc) // before the handshake, as Track asks
 	if err := tc.HandshakeContext(ctx); err != nil {
 		tc.Close()
 		return nil, err
 	}
-	under.tracked.SetPeer(tc.ConnectionState().PeerCertificates)
+	chain := peerChain(tc.ConnectionState()) // verified: the revocation cut matches serials with their issuer
+	h.peers.add(under, chain)
+	under.tracked.SetPeer(chain)
 	return tc, nil
 }
 
@@ -230,11 +239,12 @@ func (h *httpClient) dialTLS(ctx context.Context, network, addr string) (net.Con
 type trackedConn struct {
 	net.Conn
 	tracked *drain.Tracked
+	peers   *peerSet
 	once    sync.Once
 }
 
 func (c *trackedConn) Close() error {
-	c.once.Do(c.tracked.Done)
+	c.once.Do(func() { c.tracked.Done(); c.peers.remove(c) })
 	return c.Conn.Close()
 }
 

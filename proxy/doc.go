@@ -21,7 +21,8 @@
 //     they go idle or when the grace period ends, whichever comes first.
 //
 // In both modes a connection whose peer no longer verifies against a new client-CA
-// bundle is cut at once, as drain does, and peers are authorized by identity
+// bundle is cut at once, as drain does, and so is one whose peer a new deny list
+// revokes ([WithDenyList]); peers are authorized by identity
 // ([Allow]: SAN DNS names, URIs, SPIFFE IDs) during the handshake. The verified peer
 // identity can be passed to the backend: a header in the style of Envoy's
 // X-Forwarded-Client-Cert in HTTP mode (any incoming one is removed), the PROXY

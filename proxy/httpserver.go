@@ -25,6 +25,7 @@ type httpServer struct {
 	h1     *http.Transport
 	h2c    *http.Transport
 	open   atomic.Int64
+	peers  peerSet // the verified clients of the open connections
 }
 
 func newHTTPServer(s *Server) *httpServer {
@@ -52,9 +53,10 @@ func newHTTPServer(s *Server) *httpServer {
 			}
 		},
 	}
+	h.trackPeers()
 	// One policy set per identity: a rotation of any identity drains the
 	// connections opened before it (a drain.HTTPServer records its own provider's
-	// certificate at accept, whatever the SNI); the trust cut runs once.
+	// certificate at accept, whatever the SNI); the trust and revocation cuts run once.
 	for i, p := range s.ids {
 		d := drain.NewHTTPServer(s.drainOptions(p, i == 0)...)
 		d.Wrap(h.srv)

@@ -40,6 +40,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 type config struct {
 	mode       Mode
 	trust      hotcert.Provider
+	deny       drain.DenyList // WithDenyList (revocation.go)
 	allow      Allow
 	peerHeader string
 	proxyProto bool

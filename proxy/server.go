@@ -57,8 +57,10 @@ func NewServer(target Target, ids []hotcert.Provider, opts ...Option) (*Server, 
 		base.VerifyConnection = cfg.allow.verify
 	} else if !cfg.allow.Empty() {
 		return nil, errors.New("proxy: an allow list needs client certificates: give the client CA bundle (WithTrust)")
+	} else if cfg.deny != nil {
+		return nil, errDenyWithoutTrust
 	}
-	s.tls = tlsconfig.IdentitiesServerConfig(ids, tlsconfig.WithBase(base), tlsconfig.WithTrust(cfg.trust))
+	s.tls = tlsconfig.IdentitiesServerConfig(ids, append([]tlsconfig.Option{tlsconfig.WithBase(base), tlsconfig.WithTrust(cfg.trust)}, cfg.denyTLS()...)...)
 	switch cfg.mode {
 	case ModeHTTP:
 		s.http = newHTTPServer(s)
@@ -70,7 +72,7 @@ func NewServer(target Target, ids []hotcert.Provider, opts ...Option) (*Server, 
 
 // drainOptions are the drain policies for connections served under identity p:
 // the identity drain when p reports its changes, and (first is true for exactly
-// one of a Server's policy sets) the trust cut.
+// one of a Server's policy sets) the trust cut and the revocation cut.
 func (s *Server) drainOptions(p hotcert.Provider, first bool) []drain.Option {
 	opts := s.cfg.drainOptions()
 	if dp, ok := p.(drain.Provider); ok {
@@ -78,6 +80,9 @@ func (s *Server) drainOptions(p hotcert.Provider, first bool) []drain.Option {
 	}
 	if tp, ok := s.cfg.trust.(drain.Provider); ok && first {
 		opts = append(opts, drain.WithTrustCut(tp))
+	}
+	if first {
+		opts = append(opts, s.cfg.revocationCut()...)
 	}
 	return opts
 }

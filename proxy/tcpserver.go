@@ -25,8 +25,9 @@ type tcpServer struct {
 	// front wraps an accepted connection (in a *tls.Conn for a Server).
 	front func(raw net.Conn) net.Conn
 	// dial opens the other side for the established front connection.
-	dial func(ctx context.Context, front net.Conn) (net.Conn, error)
-	stop chan struct{} // closed by shutdown
+	dial  func(ctx context.Context, front net.Conn) (net.Conn, error)
+	stop  chan struct{} // closed by shutdown
+	peers peerSet       // the verified peers of the open connections
 
 	mu      sync.Mutex
 	lns     map[net.Listener]struct{}
@@ -195,9 +196,12 @@ func (t *tcpServer) handle(raw net.Conn, c *conn) {
 	// behind a Client.
 	for _, side := range []net.Conn{c.front, back} {
 		if tc, ok := side.(*tls.Conn); ok {
+			chain := peerChain(tc.ConnectionState()) // verified: the revocation cut matches serials with their issuer
 			for _, tk := range tracked {
-				tk.SetPeer(tc.ConnectionState().PeerCertificates)
+				tk.SetPeer(chain)
 			}
+			t.peers.add(c, chain)
+			defer t.peers.remove(c)
 			break
 		}
 	}

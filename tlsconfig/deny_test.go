@@ -59,15 +59,19 @@ func TestServerDenyList(t *testing.T) {
 	ca := hotcerttest.MustNewCA()
 	for _, v := range tlsVersions {
 		for kind, revoke := range denyKinds {
-			for _, mode := range []string{"MTLSServerConfig", "grpccreds.NewMTLSServer"} {
+			for _, mode := range []string{"MTLSServerConfig", "IdentitiesServerConfig", "grpccreds.NewMTLSServer"} {
 				t.Run(v.name+"/"+kind+"/"+mode, func(t *testing.T) {
 					t.Parallel()
 					id := hotcert.NewStore(full(t, ca.MustIssue(), ca))
 					deny := &denyHolder{}
 					var srv serverSide
-					if mode == "MTLSServerConfig" {
+					switch mode {
+					case "MTLSServerConfig":
 						srv = tlsServerSide(tlsconfig.MTLSServerConfig(id, tlsconfig.WithDenyList(deny)))
-					} else {
+					case "IdentitiesServerConfig":
+						srv = tlsServerSide(tlsconfig.IdentitiesServerConfig([]hotcert.Provider{id},
+							tlsconfig.WithBase(&tls.Config{ClientAuth: tls.RequireAndVerifyClientCert}), tlsconfig.WithDenyList(deny)))
+					default:
 						creds := grpccreds.NewMTLSServer(id, tlsconfig.WithDenyList(deny))
 						srv = func(raw net.Conn) (net.Conn, error) {
 							conn, info, err := creds.ServerHandshake(raw)

@@ -58,7 +58,9 @@ func hookIdentities(cfg *tls.Config, ids []hotcert.Provider, s *settings) {
 		// One server per identity: its own prepared-config cache and its own
 		// build (certificate, ClientCAs, resumption check), shared with
 		// ServerConfig. The template is only read, so they share it.
-		m.servers = append(m.servers, newServer(p, s.trust, tmpl, cfg))
+		srv := newServer(p, s.trust, tmpl, cfg)
+		srv.deny = s.deny // WithDenyList holds for every identity
+		m.servers = append(m.servers, srv)
 	}
 	resetServerHooks(cfg)
 	cfg.GetConfigForClient = m.configForClient

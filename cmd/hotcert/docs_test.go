@@ -36,7 +36,8 @@ func TestDocsRun(t *testing.T) {
 			"the agent moved onto serial "}},
 		{"../../docs/runbooks/rotate-agent-certificates.md", 5, []string{"ca bundle: 2 CA(s)", "step 1 done: 1/1 connected agents trust dexaflow CA 2026", "step 2 done: 1/1 replicas serve a leaf issued by dexaflow CA 2026", "not ready for step 3",
 			"ready for step 3", "result: VERIFIED", "refused: key_mismatch"}},
-		{"../../docs/proxy.md", 3, []string{"hello from a program that cannot reload", "the proxy serves serial", `hotcert_tls_cert_info{component="proxy"`}},
+		{"../../docs/proxy.md", 4, []string{"hello from a program that cannot reload", "the proxy serves serial", `hotcert_tls_cert_info{component="proxy"`,
+			"refused: the laptop's certificate is revoked", `hotcert_tls_deny_list_info{component="proxy_deny_list"`}},
 	} {
 		t.Run(filepath.Base(doc.path), func(t *testing.T) {
 			text, err := os.ReadFile(doc.path)
@@ -47,7 +48,8 @@ func TestDocsRun(t *testing.T) {
 			if len(blocks) < doc.blocks {
 				t.Fatalf("%s: %d runnable blocks, want at least %d", doc.path, len(blocks), doc.blocks)
 			}
-			ports := strings.NewReplacer("127.0.0.1:9090", freeAddr(t), "127.0.0.1:9091", freeAddr(t), "127.0.0.1:9092", freeAddr(t))
+			ports := strings.NewReplacer("127.0.0.1:9090", freeAddr(t), "127.0.0.1:9091", freeAddr(t), "127.0.0.1:9092", freeAddr(t),
+				"127.0.0.1:9093", freeAddr(t), "127.0.0.1:9094", freeAddr(t))
 			// At the end, stop the background processes newest first, each
 			// before the next: agents are started after their servers, and an
 			// agent still running when its server stops logs a failed

@@ -17,6 +17,7 @@ import (
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/metrics"
 	"github.com/hotcert/hotcert/proxy"
+	"github.com/hotcert/hotcert/revocation"
 	"github.com/hotcert/hotcert/source/file"
 )
 
@@ -37,6 +38,7 @@ type proxyFlags struct {
 	pollInterval, settle        time.Duration
 	metricsAddr, component      string
 	metricsPrefix, metricsLbl   string
+	deny                        denyListFlags
 }
 
 func newProxyCommand(g *globals) *cobra.Command {
@@ -88,8 +90,10 @@ in tcp mode each one as soon as it is idle, within --drain-grace at the latest.
 With --ca-file, clients must present a certificate that chains to that bundle,
 and must be allowed by --allow-dns, --allow-uri or --allow-spiffe-id (or
 --allow-all); a connection whose client no longer verifies after the bundle
-changes is cut at once. --peer-header (http) or --proxy-protocol (tcp) pass the
-verified client identity to the program.`,
+changes is cut at once. --deny-list and --crl-file revoke client certificates:
+refused at every handshake (resumed sessions too), and the open connections of a
+certificate the list adds are closed at once. --peer-header (http) or
+--proxy-protocol (tcp) pass the verified client identity to the program.`,
 		Example: `  hotcert proxy server --listen :8443 --target 127.0.0.1:8080 --cert-file /tls/tls.crt --key-file /tls/tls.key
   hotcert proxy server --mode http --listen :8443 --target unix:///run/app.sock --cert-file /tls/tls.crt --key-file /tls/tls.key \
       --ca-file /ca/ca.crt --allow-spiffe-id spiffe://example.org/ns/shop/sa/web --peer-header X-Forwarded-Client-Cert`,
@@ -105,6 +109,7 @@ verified client identity to the program.`,
 	fl.BoolVar(&f.proxyProtocol, "proxy-protocol", false, "tcp mode: start every connection to the target with a PROXY protocol v2 header (client address, TLS version, SNI, ALPN, client CN and certificate)")
 	fl.BoolVar(&f.backendH2C, "target-h2c", false, "http mode: speak HTTP/2 without TLS to the target for every request (default: gRPC over h2c, the rest over HTTP/1.1)")
 	fl.StringSliceVar(&f.alpn, "alpn", nil, "tcp mode: ALPN protocols to offer (e.g. h2 in front of a gRPC server)")
+	f.deny.register(fl, "with --ca-file: refuse, and disconnect at once, clients whose certificate")
 	f.addCommon(fl)
 	return cmd
 }
@@ -121,7 +126,9 @@ target's host, and the client certificate of --cert-file/--key-file is presented
 when the remote asks. --allow-* authorize the remote by identity. After the
 client certificate rotates, connections opened under the previous one move onto
 the new one over --drain-window (tcp mode: once idle; http mode: as requests
-finish, new requests going to new connections).`,
+finish, new requests going to new connections). --deny-list and --crl-file
+revoke remote certificates: refused at every handshake, and the open connections
+to a remote whose certificate the list adds are closed at once.`,
 		Example: `  hotcert proxy client --listen 127.0.0.1:6379 --target redis.shop.svc:6380 --ca-file /ca/ca.crt --cert-file /tls/tls.crt --key-file /tls/tls.key`,
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return runProxy(cmd.Context(), g, f, false) },
@@ -132,6 +139,7 @@ finish, new requests going to new connections).`,
 	fl.StringVar(&f.caFile, "ca-file", "", "CA bundle the remote's certificate is verified against (required)")
 	fl.StringVar(&f.serverName, "server-name", "", "name the remote's certificate must match, sent as SNI (default: the host of --target)")
 	fl.StringSliceVar(&f.alpn, "alpn", nil, "tcp mode: ALPN protocols to offer")
+	f.deny.register(fl, "refuse, and disconnect at once from, a remote whose certificate")
 	f.addCommon(fl)
 	return cmd
 }
@@ -161,6 +169,10 @@ func runProxy(ctx context.Context, g *globals, f *proxyFlags, server bool) error
 	if err != nil {
 		return err
 	}
+	deny, err := rs.loadDenyList(ctx, trust, reg, mopts)
+	if err != nil {
+		return err
+	}
 	opts := []proxy.Option{
 		proxy.WithMode(proxy.Mode(f.mode)), proxy.WithAllow(proxy.Allow{DNSNames: f.allowDNS, URIs: f.allowURI, SPIFFEIDs: f.allowID}),
 		proxy.WithDrainWindow(f.drainWindow), proxy.WithGrace(f.drainGrace), proxy.WithIdle(f.idle),
@@ -184,6 +196,9 @@ func runProxy(ctx context.Context, g *globals, f *proxyFlags, server bool) error
 	}
 	if trust != nil {
 		opts = append(opts, proxy.WithTrust(trust))
+	}
+	if deny != nil {
+		opts = append(opts, proxy.WithDenyList(deny))
 	}
 	var p proxyRunner
 	if server {
@@ -216,7 +231,7 @@ func runProxy(ctx context.Context, g *globals, f *proxyFlags, server bool) error
 	}
 	wait := func() {}
 	if f.metricsAddr != "" {
-		if wait, err = serveObservability(ctx, f.metricsAddr, reg, proxyHealth(p), log); err != nil {
+		if wait, err = serveObservability(ctx, f.metricsAddr, reg, proxyHealth(p, deny), log); err != nil {
 			ln.Close()
 			return err
 		}
@@ -252,16 +267,15 @@ type proxyRunner interface {
 	Serving() bool
 }
 
-// proxyHealth serves the proxy's status as JSON: 200 once it accepts connections
-// (its material is loaded before it exists), 503 before and while it shuts down.
-func proxyHealth(p proxyRunner) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		var st any
-		switch p := p.(type) {
-		case *proxy.Server:
-			st = p.Status()
-		case *proxy.Client:
-			st = p.Status()
+// proxyHealth serves the proxy's status as JSON (proxyStatus): 200 once it
+// accepts connections (its material is loaded before it exists), 503 before and
+// while it shuts down, 400 for a ?revoked_serial that is not hex.
+func proxyHealth(p proxyRunner, deny *revocation.Reloader) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st, err := proxyStatus(p, deny, r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		if !p.Serving() {
@@ -285,6 +299,8 @@ func (f *proxyFlags) check(server bool) error {
 		return errors.New("--ca-file is required: the CA bundle the remote's certificate is verified against")
 	case server && f.caFile == "" && (f.allowAll || len(f.allowDNS)+len(f.allowURI)+len(f.allowID) > 0):
 		return errors.New("--allow-* need --ca-file: clients are authorized by their certificates")
+	case server && f.caFile == "" && (f.deny.list != "" || f.deny.crl != ""):
+		return errProxyDenyWithoutCA
 	case server && f.caFile != "" && !f.allowAll && len(f.allowDNS)+len(f.allowURI)+len(f.allowID) == 0:
 		return errors.New("--ca-file needs --allow-dns, --allow-uri, --allow-spiffe-id or --allow-all: which clients may connect")
 	}

@@ -1,8 +1,14 @@
 package agentrpc
 
 import (
+	"crypto/x509"
+	"fmt"
+	"iter"
+	"math/big"
+	"strings"
 	"time"
 
+	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/revocation"
 )
 
@@ -36,4 +42,38 @@ type SerialStatus struct {
 	Serial      string `json:"serial"`
 	Revoked     bool   `json:"revoked"`
 	Connections int    `json:"connections"`
+}
+
+// NewDenyListStatus describes the list r enforces, with what peers (the verified
+// chains of the open connections, leaf first) say about it, and answers for
+// serial (hex, colons allowed) when it is not "". Every process that enforces a
+// deny list (the control plane, hotcert proxy) reports it with this, so that
+// `hotcert rotation status --revoked-serial` reads them all alike.
+func NewDenyListStatus(r *revocation.Reloader, serial string, peers iter.Seq[[]*x509.Certificate]) (*DenyListStatus, error) {
+	rs := r.Status()
+	l := rs.Current
+	st := &DenyListStatus{Info: l.Info(), Policy: r.Policy().String(), ReloadFailures: rs.Failures}
+	if rs.LastError != nil {
+		at := rs.LastErrorAt.UTC()
+		st.LastError, st.LastErrorAt = rs.LastError.Error(), &at
+	}
+	var want *big.Int
+	if serial != "" {
+		n, ok := new(big.Int).SetString(strings.ReplaceAll(serial, ":", ""), 16)
+		if !ok {
+			return nil, fmt.Errorf("revoked_serial %q is not a hex serial", serial)
+		}
+		want = n
+		st.Serial = &SerialStatus{Serial: hotcert.FormatSerial(n), Revoked: l.Revokes(n)}
+	}
+	for chain := range peers {
+		st.Connections++
+		if l.Check(chain) != nil {
+			st.DeniedConnections++
+		}
+		if want != nil && chain[0].SerialNumber.Cmp(want) == 0 {
+			st.Serial.Connections++
+		}
+	}
+	return st, nil
 }

@@ -3,9 +3,7 @@ package controlplane
 import (
 	"crypto/x509"
 	"fmt"
-	"math/big"
 	"net"
-	"strings"
 	"sync"
 
 	"google.golang.org/grpc/credentials"
@@ -51,32 +49,10 @@ func (s *Server) denyListStatus(serial string) (*agentrpc.DenyListStatus, error)
 	if s.deny == nil {
 		return nil, nil
 	}
-	rs := s.deny.Status()
-	l := rs.Current
-	st := &agentrpc.DenyListStatus{Info: l.Info(), Policy: s.deny.Policy().String(), ReloadFailures: rs.Failures}
-	if rs.LastError != nil {
-		at := rs.LastErrorAt.UTC()
-		st.LastError, st.LastErrorAt = rs.LastError.Error(), &at
-	}
-	var want *big.Int
-	if serial != "" {
-		n, ok := new(big.Int).SetString(strings.ReplaceAll(serial, ":", ""), 16)
-		if !ok {
-			return nil, fmt.Errorf("revoked_serial %q is not a hex serial", serial)
-		}
-		want = n
-		st.Serial = &agentrpc.SerialStatus{Serial: hotcert.FormatSerial(n), Revoked: l.Revokes(n)}
-	}
-	s.peers.each(func(chain []*x509.Certificate) {
-		st.Connections++
-		if l.Check(chain) != nil {
-			st.DeniedConnections++
-		}
-		if want != nil && chain[0].SerialNumber.Cmp(want) == 0 {
-			st.Serial.Connections++
-		}
+	return agentrpc.NewDenyListStatus(s.deny, serial, func(yield func([]*x509.Certificate) bool) {
+		more := true
+		s.peers.each(func(chain []*x509.Certificate) { more = more && yield(chain) })
 	})
-	return st, nil
 }
 
 // peerTracker holds the verified peer chain of every open connection whose
