@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -84,7 +85,7 @@ func (c *Census) drive(ctx context.Context, tr *v1alpha1.TrustRotation, st *v1al
 		cur = tr.Status.Drive.Step
 	}
 	in.ReadAtStart = readAtStart(res, cur)
-	in.RollAfter = rollAfter(st, in.Bundle, durationOr(tr.Spec.Propagation.Volume, DefaultVolumeDelay))
+	in.RollAfter = rollAfter(st, durationOr(tr.Spec.Propagation.Volume, DefaultVolumeDelay))
 	d := drive.Decide(in)
 	for _, w := range d.Writes {
 		if err := c.apply(ctx, w, kind, key, oldCA, newCA); err != nil {
@@ -326,28 +327,35 @@ func readAtStart(r *core.Result, step string) []drive.ReadAtStart {
 }
 
 // rollAfter is, per step, when a container that starts reads what the step
-// wrote: the census saw it, plus the kubelet's delay.
-func rollAfter(st *v1alpha1.TrustRotationStatus, bundle int, delay time.Duration) map[string]time.Time {
+// wrote: the census saw it in every object (a trust-manager Bundle's
+// targets change after the source the controller writes), plus the
+// kubelet's delay. A step whose change some object does not show yet has
+// no time: a restart then could read the old content.
+func rollAfter(st *v1alpha1.TrustRotationStatus, delay time.Duration) map[string]time.Time {
 	out := map[string]time.Time{}
-	if bundle >= 0 && bundle < len(st.Trust) {
-		if t := st.Trust[bundle].NewSince; t != nil {
-			out[v1alpha1.StepAddNewCA] = t.Add(delay)
-		}
-		if t := st.Trust[bundle].OldGoneSince; t != nil {
-			out[v1alpha1.StepRemoveOldCA] = t.Add(delay)
-		}
+	if t, ok := latestOf(st.Trust, func(o v1alpha1.TrustObjectStatus) *metav1.Time { return o.NewSince }); ok {
+		out[v1alpha1.StepAddNewCA] = t.Add(delay)
 	}
-	var last time.Time
-	for _, sc := range st.ServerCertificates {
-		if sc.NewSince == nil {
-			return out
-		}
-		if sc.NewSince.After(last) {
-			last = sc.NewSince.Time
-		}
+	if t, ok := latestOf(st.Trust, func(o v1alpha1.TrustObjectStatus) *metav1.Time { return o.OldGoneSince }); ok {
+		out[v1alpha1.StepRemoveOldCA] = t.Add(delay)
 	}
-	if !last.IsZero() {
-		out[v1alpha1.StepSwitchServerCert] = last.Add(delay)
+	if t, ok := latestOf(st.ServerCertificates, func(o v1alpha1.ServerCertificateStatus) *metav1.Time { return o.NewSince }); ok {
+		out[v1alpha1.StepSwitchServerCert] = t.Add(delay)
 	}
 	return out
+}
+
+// latestOf is the latest of the items' dates; ok is false when there is
+// none or one is missing.
+func latestOf[T any](items []T, date func(T) *metav1.Time) (latest time.Time, ok bool) {
+	for _, it := range items {
+		t := date(it)
+		if t == nil {
+			return time.Time{}, false
+		}
+		if t.After(latest) {
+			latest = t.Time
+		}
+	}
+	return latest, !latest.IsZero()
 }
