@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -86,6 +87,7 @@ func (c *Census) drive(ctx context.Context, tr *v1alpha1.TrustRotation, st *v1al
 	}
 	in.ReadAtStart = readAtStart(res, cur)
 	in.RollAfter = rollAfter(st, durationOr(tr.Spec.Propagation.Volume, DefaultVolumeDelay))
+	in.Starting = starting(res, st)
 	d := drive.Decide(in)
 	for _, w := range d.Writes {
 		if err := c.apply(ctx, w, kind, key, oldCA, newCA); err != nil {
@@ -322,6 +324,48 @@ func readAtStart(r *core.Result, step string) []drive.ReadAtStart {
 			need.Evidence == v1alpha1.EvidenceServed) || need.Evidence == v1alpha1.EvidenceAcknowledged
 		out = append(out, drive.ReadAtStart{Step: s, Pod: k.Pod.Key(), Unproven: !proven,
 			Consumer: fmt.Sprintf("pod %s/%s container %s (%s of %s)", k.Pod.Namespace, k.Pod.Name, k.Use.Container, k.Use.How, k.Object.Object)})
+	}
+	return out
+}
+
+// starting names the steps whose condition is not true only because
+// containers have not started: every consumer the census does not prove
+// for the step (or a step before it) is a container that is not running,
+// and there is one.
+func starting(r *core.Result, st *v1alpha1.TrustRotationStatus) map[string]bool {
+	out := map[string]bool{}
+	for i, step := range []string{v1alpha1.StepAddNewCA, v1alpha1.StepSwitchServerCert, v1alpha1.StepRemoveOldCA} {
+		if c := meta.FindStatusCondition(st.Conditions, step); c == nil || c.Status == metav1.ConditionTrue {
+			continue
+		}
+		waiting, running := false, false
+		for _, k := range r.Consumers {
+			needs := []core.Fact{k.ServesNew}
+			if k.Object.Role != core.RoleServer {
+				needs = []core.Fact{k.TrustsNew}
+				if i == 2 {
+					needs = append(needs, k.TrustsOld)
+				}
+			} else if i == 0 {
+				continue
+			}
+			for j, f := range needs {
+				want := core.Yes
+				if j == 1 {
+					want = core.No
+				}
+				if f.Evidence == v1alpha1.EvidenceAcknowledged || f.Value == want && (f.Evidence == v1alpha1.EvidenceRestarted ||
+					f.Evidence == v1alpha1.EvidenceReported || f.Evidence == v1alpha1.EvidenceServed) {
+					continue
+				}
+				if _, ok := k.Pod.Started[k.Use.Container]; ok {
+					running = true
+				} else {
+					waiting = true
+				}
+			}
+		}
+		out[step] = waiting && !running
 	}
 	return out
 }
