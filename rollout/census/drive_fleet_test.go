@@ -1244,13 +1244,21 @@ func (w *driveWorld) createRotation(name string, spec v1alpha1.TrustRotationSpec
 // and waiting out the kubelet's delay) and reads (kubectl get).
 type userLog struct {
 	writes, restarts, waits, reads int
-	commands                       []string
+	commands                       []string // each when it ended, since begin
+	begin                          time.Time
 }
 
-func (u *userLog) write(cmd string)   { u.writes++; u.commands = append(u.commands, cmd) }
-func (u *userLog) restart(cmd string) { u.restarts++; u.commands = append(u.commands, cmd) }
-func (u *userLog) wait(cmd string)    { u.waits++; u.commands = append(u.commands, cmd) }
-func (u *userLog) read(cmd string)    { u.reads++; u.commands = append(u.commands, cmd) }
+func (u *userLog) write(cmd string)   { u.writes++; u.log(cmd) }
+func (u *userLog) restart(cmd string) { u.restarts++; u.log(cmd) }
+func (u *userLog) wait(cmd string)    { u.waits++; u.log(cmd) }
+func (u *userLog) read(cmd string)    { u.reads++; u.log(cmd) }
+
+func (u *userLog) log(cmd string) {
+	if u.begin.IsZero() {
+		u.begin = time.Now()
+	}
+	u.commands = append(u.commands, fmt.Sprintf("%5.1fs %s", time.Since(u.begin).Seconds(), cmd))
+}
 
 // steps are the manual steps: writes, restarts and waits.
 func (u *userLog) steps() int { return u.writes + u.restarts + u.waits }
@@ -1289,13 +1297,13 @@ func (w *driveWorld) driveRotation(name string, r *dfRotation, setup, user *user
 	defer stop()
 
 	begin := time.Now()
+	user.begin = begin
 	w.createCASecret(r.new)
 	user.write("kubectl -n cert-manager create secret tls " + caSecret(r.new) + " --cert=ca.crt --key=ca.key")
 	w.create(w.clusterIssuer(caSecret(r.new), r.new))
 	user.write("kubectl apply -f clusterissuer-" + caSecret(r.new) + ".yaml")
 	w.createRotation(name, w.rotationSpec(r, true))
 	user.write("kubectl apply -f trustrotation-" + name + ".yaml")
-	user.wait("kubectl wait trustrotation/" + name + " --for=jsonpath='{.status.drive.phase}'=Complete --timeout=30m")
 	if midStep != nil {
 		for _, step := range []string{v1alpha1.StepAddNewCA, v1alpha1.StepSwitchServerCert, v1alpha1.StepRemoveOldCA} {
 			midStep(step)
@@ -1306,6 +1314,7 @@ func (w *driveWorld) driveRotation(name string, r *dfRotation, setup, user *user
 		return p == v1alpha1.PhaseComplete || p == v1alpha1.PhaseStopped
 	})
 	took := time.Since(begin)
+	user.wait("kubectl wait trustrotation/" + name + " --for=jsonpath='{.status.drive.phase}'=Complete --timeout=30m")
 	if drivePhase(tr) != v1alpha1.PhaseComplete {
 		w.tb.Fatalf("the rotation stopped: %s", tr.Status.Drive.Message)
 	}
@@ -1332,6 +1341,7 @@ func (w *driveWorld) runbookRotation(name string, r *dfRotation, user *userLog) 
 	stop := w.watchGates(name, r)
 	defer stop()
 	begin := time.Now()
+	user.begin = begin
 
 	// Step 0: the new CA, the rotation.
 	w.createCASecret(r.new)
@@ -1569,7 +1579,7 @@ func BenchmarkCARotationRunbookVsObject(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		var runbook, setup, object userLog
 		tRunbook := w.runbookRotation(fmt.Sprintf("runbook-%d", i), &dfRotation{old: w.ca(2 * i), new: w.ca(2*i + 1)}, &runbook)
-		_, tObject := w.driveRotation(fmt.Sprintf("object-%d", i), &dfRotation{old: w.ca(2*i + 1), new: w.ca(2*i + 2)}, &setup, &object, nil)
+		tr, tObject := w.driveRotation(fmt.Sprintf("object-%d", i), &dfRotation{old: w.ca(2*i + 1), new: w.ca(2*i + 2)}, &setup, &object, nil)
 		ok, failed, _, last := w.handshakes(context.Background())
 		if failed != 0 {
 			b.Fatalf("%d of %d handshakes failed; the last: %s", failed, ok+failed, last)
@@ -1579,7 +1589,13 @@ func BenchmarkCARotationRunbookVsObject(b *testing.B) {
 		b.ReportMetric(float64(runbook.steps()), "runbook-steps")
 		b.ReportMetric(float64(object.steps()), "object-steps")
 		b.Logf("%d consumers, %d handshakes, 0 failed", dfConsumers, ok)
-		b.Logf("runbook: %s; %d writes, %d restarts, %d waits, %d reads:\n  %s", tRunbook.Round(100*time.Millisecond), runbook.writes, runbook.restarts, runbook.waits, runbook.reads, strings.Join(runbook.commands, "\n  "))
-		b.Logf("object: %s; %d writes, %d restarts, %d waits (one-time setup: %d writes):\n  %s", tObject.Round(100*time.Millisecond), object.writes, object.restarts, object.waits, setup.writes, strings.Join(append(setup.commands, object.commands...), "\n  "))
+		b.Logf("runbook: %s; %d writes, %d restarts, %d waits, %d reads: %s", tRunbook.Round(100*time.Millisecond), runbook.writes, runbook.restarts, runbook.waits, runbook.reads, strings.Join(runbook.commands, " | "))
+		var progress []string
+		for _, s := range tr.Status.Drive.Steps {
+			progress = append(progress, fmt.Sprintf("%s started %.1fs written %.1fs done %.1fs", s.Name, s.Started.Sub(object.begin).Seconds(),
+				s.Written.Sub(object.begin).Seconds(), s.Done.Sub(object.begin).Seconds()))
+		}
+		b.Logf("object's steps (status.drive.steps, whole seconds): %s", strings.Join(progress, "; "))
+		b.Logf("object: %s; %d writes, %d restarts, %d waits (one-time setup: %d writes): %s", tObject.Round(100*time.Millisecond), object.writes, object.restarts, object.waits, setup.writes, strings.Join(append(setup.commands, object.commands...), " | "))
 	}
 }
