@@ -1006,7 +1006,11 @@ func (w *driveWorld) spawn(name, path string, args []string, onLine func(string)
 	pr, pw := io.Pipe()
 	c.cmd.Stdout, c.cmd.Stderr = pw, pw
 	if err := c.cmd.Start(); err != nil {
-		w.tb.Fatalf("starting %s: %v", name, err)
+		// Not Fatal: the simulated kubelet calls this off the test's goroutine.
+		w.violation("starting %s: %v", name, err)
+		c.killed.Store(true)
+		close(c.done)
+		return c
 	}
 	lines := make(chan struct{})
 	go func() {
