@@ -82,8 +82,8 @@ release:
 	$(GO) run ./hack/release -version '$(RELEASE_VERSION)' -repository $(RELEASE_REPO) \
 		$(if $(filter 1,$(ALLOW_DIRTY)),-allow-dirty)
 
-## bench: run the benchmarks (not part of make test); kwok simulates the census benchmark's nodes.
-bench: k8s-bins kwok
+## bench: run the benchmarks (not part of make test); kwok simulates the census benchmark's nodes; the runbook-vs-object benchmark runs trust-manager and Prometheus.
+bench: tools k8s-bins kwok trust-manager
 	$(GO) test -run '^$$' -bench . -benchmem $(addsuffix /...,$(MODULES))
 
 ## kwok: install kwok (fake nodes and pod lifecycles, for make bench) into .bin/kwok.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -40,6 +41,9 @@ var env *kubetest.Env
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
+	if kubeconfig := os.Getenv(driveFleetControllerEnv); kubeconfig != "" {
+		os.Exit(runDriveFleetController(kubeconfig)) // a child process of TestDrivenRotationOfAFleet
+	}
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		panic(err)
@@ -188,7 +192,7 @@ func (p *libraryProcess) load(t *testing.T, bundle []byte) {
 // hostIP is a non-loopback address of this machine: EndpointSlices refuse
 // loopback addresses, so servers that the census finds through one listen
 // there.
-func hostIP(t *testing.T) string {
+func hostIP(t testing.TB) string {
 	t.Helper()
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {

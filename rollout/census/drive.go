@@ -12,6 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -84,7 +86,8 @@ func (c *Census) drive(ctx context.Context, tr *v1alpha1.TrustRotation, st *v1al
 		cur = tr.Status.Drive.Step
 	}
 	in.ReadAtStart = readAtStart(res, cur)
-	in.RollAfter = rollAfter(st, in.Bundle, durationOr(tr.Spec.Propagation.Volume, DefaultVolumeDelay))
+	in.RollAfter = rollAfter(st, durationOr(tr.Spec.Propagation.Volume, DefaultVolumeDelay))
+	in.Starting = starting(res, st)
 	d := drive.Decide(in)
 	for _, w := range d.Writes {
 		if err := c.apply(ctx, w, kind, key, oldCA, newCA); err != nil {
@@ -325,29 +328,78 @@ func readAtStart(r *core.Result, step string) []drive.ReadAtStart {
 	return out
 }
 
-// rollAfter is, per step, when a container that starts reads what the step
-// wrote: the census saw it, plus the kubelet's delay.
-func rollAfter(st *v1alpha1.TrustRotationStatus, bundle int, delay time.Duration) map[string]time.Time {
-	out := map[string]time.Time{}
-	if bundle >= 0 && bundle < len(st.Trust) {
-		if t := st.Trust[bundle].NewSince; t != nil {
-			out[v1alpha1.StepAddNewCA] = t.Add(delay)
+// starting names the steps whose condition is not true only because
+// containers have not started: every consumer the census does not prove
+// for the step (or a step before it) is a container that is not running,
+// and there is one.
+func starting(r *core.Result, st *v1alpha1.TrustRotationStatus) map[string]bool {
+	out := map[string]bool{}
+	for i, step := range []string{v1alpha1.StepAddNewCA, v1alpha1.StepSwitchServerCert, v1alpha1.StepRemoveOldCA} {
+		if c := meta.FindStatusCondition(st.Conditions, step); c == nil || c.Status == metav1.ConditionTrue {
+			continue
 		}
-		if t := st.Trust[bundle].OldGoneSince; t != nil {
-			out[v1alpha1.StepRemoveOldCA] = t.Add(delay)
+		waiting, running := false, false
+		for _, k := range r.Consumers {
+			needs := []core.Fact{k.ServesNew}
+			if k.Object.Role != core.RoleServer {
+				needs = []core.Fact{k.TrustsNew}
+				if i == 2 {
+					needs = append(needs, k.TrustsOld)
+				}
+			} else if i == 0 {
+				continue
+			}
+			for j, f := range needs {
+				want := core.Yes
+				if j == 1 {
+					want = core.No
+				}
+				if f.Evidence == v1alpha1.EvidenceAcknowledged || f.Value == want && (f.Evidence == v1alpha1.EvidenceRestarted ||
+					f.Evidence == v1alpha1.EvidenceReported || f.Evidence == v1alpha1.EvidenceServed) {
+					continue
+				}
+				if _, ok := k.Pod.Started[k.Use.Container]; ok {
+					running = true
+				} else {
+					waiting = true
+				}
+			}
 		}
-	}
-	var last time.Time
-	for _, sc := range st.ServerCertificates {
-		if sc.NewSince == nil {
-			return out
-		}
-		if sc.NewSince.After(last) {
-			last = sc.NewSince.Time
-		}
-	}
-	if !last.IsZero() {
-		out[v1alpha1.StepSwitchServerCert] = last.Add(delay)
+		out[step] = waiting && !running
 	}
 	return out
+}
+
+// rollAfter is, per step, when a container that starts reads what the step
+// wrote: the census saw it in every object (a trust-manager Bundle's
+// targets change after the source the controller writes), plus the
+// kubelet's delay. A step whose change some object does not show yet has
+// no time: a restart then could read the old content.
+func rollAfter(st *v1alpha1.TrustRotationStatus, delay time.Duration) map[string]time.Time {
+	out := map[string]time.Time{}
+	if t, ok := latestOf(st.Trust, func(o v1alpha1.TrustObjectStatus) *metav1.Time { return o.NewSince }); ok {
+		out[v1alpha1.StepAddNewCA] = t.Add(delay)
+	}
+	if t, ok := latestOf(st.Trust, func(o v1alpha1.TrustObjectStatus) *metav1.Time { return o.OldGoneSince }); ok {
+		out[v1alpha1.StepRemoveOldCA] = t.Add(delay)
+	}
+	if t, ok := latestOf(st.ServerCertificates, func(o v1alpha1.ServerCertificateStatus) *metav1.Time { return o.NewSince }); ok {
+		out[v1alpha1.StepSwitchServerCert] = t.Add(delay)
+	}
+	return out
+}
+
+// latestOf is the latest of the items' dates; ok is false when there is
+// none or one is missing.
+func latestOf[T any](items []T, date func(T) *metav1.Time) (latest time.Time, ok bool) {
+	for _, it := range items {
+		t := date(it)
+		if t == nil {
+			return time.Time{}, false
+		}
+		if t.After(latest) {
+			latest = t.Time
+		}
+	}
+	return latest, !latest.IsZero()
 }

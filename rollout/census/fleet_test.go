@@ -311,7 +311,7 @@ func createFleetPod(t *testing.T, ns, name string, started time.Time, subPath st
 }
 
 // buildHotcert builds the hotcert binary into a folder of the test's.
-func buildHotcert(t *testing.T) string {
+func buildHotcert(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "hotcert")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/hotcert")

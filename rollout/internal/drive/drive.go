@@ -80,6 +80,10 @@ type Input struct {
 	// step wrote (the census saw the write, plus the kubelet's delay): zero
 	// while not known.
 	RollAfter map[string]time.Time
+	// Starting names the steps the census does not prove only because
+	// containers have not started yet (the new pods of a roll): a done step
+	// among them holds the rotation instead of stopping it.
+	Starting map[string]bool
 }
 
 // ReadAtStart is a consumer that must restart to take a step.
@@ -222,7 +226,27 @@ func (d *decider) decide() {
 		d.stop(why)
 		return
 	}
+	if why := d.starting(); why != "" {
+		st.Phase, st.Message = v1alpha1.PhaseWaiting, why
+		return
+	}
 	d.run()
+}
+
+// starting says why the rotation waits ("" when it need not): a step it
+// proved is not proven while containers start; once they run, the census
+// judges them, and the guard stops the rotation if they undo it.
+func (d *decider) starting() string {
+	for _, s := range d.st.Steps {
+		if s.Done != nil && s.Name != v1alpha1.StepRollback && d.in.Starting[s.Name] {
+			msg := "waiting for containers to start: step " + s.Name + ", done, is not proven until they run"
+			if c := meta.FindStatusCondition(d.in.Census.Conditions, s.Name); c != nil {
+				msg += ": " + c.Message
+			}
+			return msg
+		}
+	}
+	return ""
 }
 
 // guard returns why the rotation must stop ("" when it may go on): an
@@ -244,7 +268,7 @@ func (d *decider) guard() string {
 		if s.Done == nil || s.Name == v1alpha1.StepRollback {
 			continue
 		}
-		if c := meta.FindStatusCondition(in.Census.Conditions, s.Name); c != nil && c.Status != metav1.ConditionTrue && c.Reason != v1alpha1.ReasonInvalid {
+		if c := meta.FindStatusCondition(in.Census.Conditions, s.Name); c != nil && c.Status != metav1.ConditionTrue && c.Reason != v1alpha1.ReasonInvalid && !in.Starting[s.Name] {
 			return fmt.Sprintf("step %s, done, is no longer proven: %s", s.Name, c.Message)
 		}
 	}

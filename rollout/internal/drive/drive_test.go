@@ -24,6 +24,8 @@ type world struct {
 	prev  *v1alpha1.DriveStatus
 	// restart are the consumers that read at start.
 	restart []ReadAtStart
+	// starting are the steps unproven only while containers start.
+	starting map[string]bool
 	// writes and events made so far.
 	writes []Write
 	events []string
@@ -59,7 +61,7 @@ func (w *world) set(step string, done bool, msg string) {
 func (w *world) decide() Decision {
 	w.t.Helper()
 	d := Decide(Input{Now: w.now, Generation: w.gen, Spec: &w.spec, Census: &w.cen, Prev: w.prev, BundleName: "ConfigMap app/ca key ca.crt",
-		OldCA: "CA-2025", NewCA: "CA-2026", OldCAExpires: t0.Add(30 * 24 * time.Hour), Servers: []string{"Secret app/tls key tls.crt", "Secret app/tls2 key tls.crt"}, Certificates: w.certs, ReadAtStart: w.restart})
+		OldCA: "CA-2025", NewCA: "CA-2026", OldCAExpires: t0.Add(30 * 24 * time.Hour), Servers: []string{"Secret app/tls key tls.crt", "Secret app/tls2 key tls.crt"}, Certificates: w.certs, ReadAtStart: w.restart, Starting: w.starting})
 	w.writes = append(w.writes, d.Writes...)
 	for _, e := range d.Events {
 		w.events = append(w.events, e.Reason+": "+e.Message)
