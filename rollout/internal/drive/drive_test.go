@@ -463,6 +463,7 @@ func TestHandshakeFailuresStopTheRotation(t *testing.T) {
 	w2 := newWorld(t, spec, Certificate{Key: "app/cp", Server: 0})
 	w2.decide()
 	w2.decide()
+	w2.cen.Trust[0].HoldNew = 1
 	w2.failures = []Failure{{Pod: "app/agent-1", Reason: "unknown_authority", Count: 100}}
 	if w2.decide(); w2.phase() == v1alpha1.PhaseStopped {
 		t.Fatalf("threshold 0 stopped: %q", w2.prev.Message)
