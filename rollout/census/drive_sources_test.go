@@ -154,3 +154,40 @@ func TestDrivenRotationPublishesAMissingClusterTrustBundle(t *testing.T) {
 		t.Fatalf("published: signer %q\n%s", got.Spec.SignerName, got.Spec.TrustBundle)
 	}
 }
+
+// TestDrivenRotationOfAClusterTrustBundleRollsBack: a server that does not
+// pick up its new leaf holds switch-server-cert; rolled back, the
+// Certificate gets its issuer back, and once its Secret holds a leaf of the
+// old CA again, the ClusterTrustBundle is published without the new CA; no
+// handshake fails.
+func TestDrivenRotationOfAClusterTrustBundleRollsBack(t *testing.T) {
+	f, name := ctbFleet(t)
+	create(t, &certificatesv1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"rotation": f.ns}},
+		Spec: certificatesv1.ClusterTrustBundleSpec{SignerName: ctbSigner, TrustBundle: string(f.ca2025.CertPEM)}})
+	b := f.ca2025.CertPEM
+	f.bundle.Store(&b)
+	f.libraryClient("lib", true)
+	f.frozen.Store(true)
+	f.server()
+	f.ctbRotation(name, false)
+	runCensus(t)
+	f.play()
+	tr := waitRotation(t, f.name, "held at switch-server-cert", func(tr *v1alpha1.TrustRotation) bool {
+		return drivePhase(tr) == v1alpha1.PhaseWaiting && tr.Status.Drive.Step == v1alpha1.StepSwitchServerCert &&
+			len(tr.Status.ServerCertificates) == 1 && tr.Status.ServerCertificates[0].IssuedBy == "new"
+	})
+	if got := f.clusterTrustBundle(name).Spec.TrustBundle; got != string(hotcerttest.BundlePEM(f.ca2025, f.ca2026)) {
+		t.Fatalf("the ClusterTrustBundle before the rollback:\n%s", got)
+	}
+	tr.Spec.Drive.Action = v1alpha1.ActionRollback
+	if err := env.Client().Update(testContext(t), tr); err != nil {
+		t.Fatal(err)
+	}
+	waitRotation(t, f.name, "rolled back", func(tr *v1alpha1.TrustRotation) bool { return drivePhase(tr) == v1alpha1.PhaseRolledBack })
+	if got := f.clusterTrustBundle(name).Spec.TrustBundle; got != string(f.ca2025.CertPEM) || f.issuerName() != "ca-2025" {
+		t.Fatalf("after the rollback: issuer %s, ClusterTrustBundle\n%s", f.issuerName(), got)
+	}
+	if n := f.failed.Load(); n != 0 {
+		t.Fatalf("%d of %d handshakes failed, the last: %s", n, f.handshakes.Load(), *f.lastFailure.Load())
+	}
+}

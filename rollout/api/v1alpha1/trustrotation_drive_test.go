@@ -199,24 +199,28 @@ func TestDriveDeepCopy(t *testing.T) {
 	}
 }
 
-// TestExampleDrivenTrustRotationIsAccepted: the shipped driven example is
-// accepted as written.
+// TestExampleDrivenTrustRotationIsAccepted: the shipped driven examples
+// are accepted as written.
 func TestExampleDrivenTrustRotationIsAccepted(t *testing.T) {
-	data, err := os.ReadFile("../../../examples/trust-rotation/driven.yaml")
-	if err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"driven.yaml", "driven-trust-manager.yaml"} {
+		t.Run(name, func(t *testing.T) {
+			data, err := os.ReadFile("../../../examples/trust-rotation/" + name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r v1alpha1.TrustRotation
+			if err := yaml.UnmarshalStrict(data, &r); err != nil {
+				t.Fatal(err)
+			}
+			if r.Spec.Mode != v1alpha1.ModeDrive || r.Spec.Drive == nil || !r.Spec.Drive.DryRun {
+				t.Fatalf("the example is not a driven dry run: %+v", r.Spec)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := env.Client().Create(ctx, &r); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = env.Client().Delete(context.Background(), &r) })
+		})
 	}
-	var r v1alpha1.TrustRotation
-	if err := yaml.UnmarshalStrict(data, &r); err != nil {
-		t.Fatal(err)
-	}
-	if r.Spec.Mode != v1alpha1.ModeDrive || r.Spec.Drive == nil || !r.Spec.Drive.DryRun {
-		t.Fatalf("the example is not a driven dry run: %+v", r.Spec)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := env.Client().Create(ctx, &r); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Client().Delete(context.Background(), &r) })
 }
