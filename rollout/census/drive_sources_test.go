@@ -19,19 +19,20 @@ import (
 	"github.com/hotcert/hotcert/rollout/internal/drive"
 )
 
-// ctbSigner is the signer of the driven ClusterTrustBundle tests; a
-// signer-linked bundle's name starts with it, "/" written ":".
-const ctbSigner = "hotcert.dev/drive-test"
+// ctbSigner is the signer of a driven ClusterTrustBundle test (one per
+// test: a spec.trust entry naming a signer follows every pod projecting
+// it); a signer-linked bundle's name starts with it, "/" written ":".
+func ctbSigner(f *fleet) string { return "hotcert.dev/drive-" + f.ns }
 
 // ctbFleet is a fleet whose consumers project the ClusterTrustBundles of
-// ctbSigner (as a projection by signer gets them: their union), which the
+// its signer (as a projection by signer gets them: their union), which the
 // kubelet the test plays delivers.
 func ctbFleet(t *testing.T) (*fleet, string) {
 	t.Helper()
 	f := newFleet(t)
-	name := "hotcert.dev:drive-test:" + f.ns
+	name := "hotcert.dev:drive-" + f.ns + ":bundle"
 	f.vol = &corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{ClusterTrustBundle: &corev1.ClusterTrustBundleProjection{
-		SignerName: ptr.To(ctbSigner), LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"rotation": f.ns}}, Path: "ca.crt"}}}}}
+		SignerName: ptr.To(ctbSigner(f)), LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"rotation": f.ns}}, Path: "ca.crt"}}}}}
 	f.source = func(ctx context.Context) ([]byte, bool) {
 		b := &certificatesv1.ClusterTrustBundle{}
 		if env.Client().Get(ctx, client.ObjectKey{Name: name}, b) != nil {
@@ -58,13 +59,13 @@ func (f *fleet) clusterTrustBundle(name string) *certificatesv1.ClusterTrustBund
 // its name.
 func (f *fleet) ctbRotation(name string, byName bool) {
 	f.rotation(func(s *v1alpha1.TrustRotationSpec) {
-		s.Trust = []v1alpha1.TrustObject{{ClusterTrustBundle: &v1alpha1.ClusterTrustBundleRef{SignerName: ctbSigner,
+		s.Trust = []v1alpha1.TrustObject{{ClusterTrustBundle: &v1alpha1.ClusterTrustBundleRef{SignerName: ctbSigner(f),
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"rotation": f.ns}}}}}
 		if byName {
 			s.Trust = []v1alpha1.TrustObject{{ClusterTrustBundle: &v1alpha1.ClusterTrustBundleRef{Name: name}}}
 		}
 		s.Propagation.ClusterTrustBundle = &metav1.Duration{Duration: time.Second}
-		s.Drive.Bundle = v1alpha1.DriveBundle{ClusterTrustBundle: &v1alpha1.DriveClusterTrustBundle{Name: name, SignerName: ctbSigner}}
+		s.Drive.Bundle = v1alpha1.DriveBundle{ClusterTrustBundle: &v1alpha1.DriveClusterTrustBundle{Name: name, SignerName: ctbSigner(f)}}
 	})
 }
 
@@ -78,7 +79,7 @@ func (f *fleet) ctbRotation(name string, byName bool) {
 func TestDrivenRotationOfAClusterTrustBundle(t *testing.T) {
 	f, name := ctbFleet(t)
 	create(t, &certificatesv1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"rotation": f.ns}},
-		Spec: certificatesv1.ClusterTrustBundleSpec{SignerName: ctbSigner, TrustBundle: string(f.ca2025.CertPEM)}})
+		Spec: certificatesv1.ClusterTrustBundleSpec{SignerName: ctbSigner(f), TrustBundle: string(f.ca2025.CertPEM)}})
 	b := f.ca2025.CertPEM
 	f.bundle.Store(&b)
 	f.libraryClient("lib", true)
@@ -103,7 +104,7 @@ func TestDrivenRotationOfAClusterTrustBundle(t *testing.T) {
 	if drivePhase(tr) != v1alpha1.PhaseComplete {
 		t.Fatalf("stopped: %s", tr.Status.Drive.Message)
 	}
-	if got := f.clusterTrustBundle(name); got.Spec.TrustBundle != string(f.ca2026.CertPEM) || got.Spec.SignerName != ctbSigner {
+	if got := f.clusterTrustBundle(name); got.Spec.TrustBundle != string(f.ca2026.CertPEM) || got.Spec.SignerName != ctbSigner(f) {
 		t.Fatalf("the ClusterTrustBundle at the end: signer %q\n%s", got.Spec.SignerName, got.Spec.TrustBundle)
 	}
 	for _, c := range []string{"add-new-ca: ClusterTrustBundle " + name, "remove-old-ca: ClusterTrustBundle " + name} {
@@ -150,7 +151,7 @@ func TestDrivenRotationPublishesAMissingClusterTrustBundle(t *testing.T) {
 		return stepOf(tr, v1alpha1.StepAddNewCA).Written != nil
 	})
 	got := f.clusterTrustBundle(name)
-	if got.Spec.SignerName != ctbSigner || !bytes.Equal([]byte(got.Spec.TrustBundle), hotcerttest.BundlePEM(f.ca2025, f.ca2026)) {
+	if got.Spec.SignerName != ctbSigner(f) || !bytes.Equal([]byte(got.Spec.TrustBundle), hotcerttest.BundlePEM(f.ca2025, f.ca2026)) {
 		t.Fatalf("published: signer %q\n%s", got.Spec.SignerName, got.Spec.TrustBundle)
 	}
 }
@@ -163,7 +164,7 @@ func TestDrivenRotationPublishesAMissingClusterTrustBundle(t *testing.T) {
 func TestDrivenRotationOfAClusterTrustBundleRollsBack(t *testing.T) {
 	f, name := ctbFleet(t)
 	create(t, &certificatesv1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"rotation": f.ns}},
-		Spec: certificatesv1.ClusterTrustBundleSpec{SignerName: ctbSigner, TrustBundle: string(f.ca2025.CertPEM)}})
+		Spec: certificatesv1.ClusterTrustBundleSpec{SignerName: ctbSigner(f), TrustBundle: string(f.ca2025.CertPEM)}})
 	b := f.ca2025.CertPEM
 	f.bundle.Store(&b)
 	f.libraryClient("lib", true)
