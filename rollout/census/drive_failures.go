@@ -21,8 +21,9 @@ func (c *Census) failures(ctx context.Context, tr *v1alpha1.TrustRotation, res *
 	if p == nil || prev == nil || prev.FailuresSince == nil {
 		return nil
 	}
-	if t := tr.Spec.Drive.HandshakeFailureThreshold; t != nil && *t <= 0 {
-		return nil
+	spec := tr.Spec.Drive
+	if t := spec.HandshakeFailureThreshold; t != nil && *t <= 0 || spec.DryRun || spec.Action != "" && spec.Action != v1alpha1.ActionRun {
+		return nil // the stop is off, or the decision does not run the rotation
 	}
 	switch prev.Phase {
 	case v1alpha1.PhaseComplete, v1alpha1.PhaseAborted, v1alpha1.PhaseRolledBack, v1alpha1.PhaseRollingBack, v1alpha1.PhaseStopped:
