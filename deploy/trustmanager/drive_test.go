@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -204,10 +205,7 @@ func TestDrivenRotationOfATrustManagerBundle(t *testing.T) {
 	}
 
 	w.restarts()
-	tr.Spec.Drive.DryRun = false
-	if err := env.Client().Update(context.Background(), tr); err != nil {
-		t.Fatal(err)
-	}
+	editRotation(t, w.name, func(s *v1alpha1.TrustRotationSpec) { s.Drive.DryRun = false })
 	waitRotation(t, w.name, "the union in every target", func(tr *v1alpha1.TrustRotation) bool {
 		return stepOf(tr, v1alpha1.StepAddNewCA).Written != nil && w.targetsHold(w.ca2025, w.ca2026)
 	})
@@ -244,13 +242,10 @@ func TestDrivenRotationOfATrustManagerBundleRollsBack(t *testing.T) {
 	w := newDrivenBundle(t)
 	w.rotation(false)
 	startDrivingCensus(t)
-	tr := waitRotation(t, w.name, "the union in every target", func(tr *v1alpha1.TrustRotation) bool {
+	waitRotation(t, w.name, "the union in every target", func(tr *v1alpha1.TrustRotation) bool {
 		return stepOf(tr, v1alpha1.StepAddNewCA).Written != nil && w.targetsHold(w.ca2025, w.ca2026)
 	})
-	tr.Spec.Drive.Action = v1alpha1.ActionRollback
-	if err := env.Client().Update(context.Background(), tr); err != nil {
-		t.Fatal(err)
-	}
+	editRotation(t, w.name, func(s *v1alpha1.TrustRotationSpec) { s.Drive.Action = v1alpha1.ActionRollback })
 	waitRotation(t, w.name, "rolled back", func(tr *v1alpha1.TrustRotation) bool {
 		return tr.Status.Drive.Phase == v1alpha1.PhaseRolledBack && w.targetsHold(w.ca2025)
 	})
@@ -313,4 +308,20 @@ func countDriveEvents(t *testing.T, name, reason, contains string) int {
 		}
 	}
 	return n
+}
+
+// editRotation changes the rotation's spec as edit says, read afresh and
+// retried while the controller writes its status in between.
+func editRotation(t *testing.T, name string, edit func(*v1alpha1.TrustRotationSpec)) {
+	t.Helper()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		tr := &v1alpha1.TrustRotation{}
+		if err := env.Client().Get(context.Background(), client.ObjectKey{Name: name}, tr); err != nil {
+			return err
+		}
+		edit(&tr.Spec)
+		return env.Client().Update(context.Background(), tr)
+	}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -114,11 +114,7 @@ func TestDrivenRotationStopsOnHandshakeFailures(t *testing.T) {
 	// resumes, counting failures from then.
 	caDir.MustWrite(map[string][]byte{"ca.crt": hotcerttest.BundlePEM(f.ca2025, f.ca2026)})
 	time.Sleep(2 * time.Second) // the agent reconnects on the union
-	tr = rotation(t, f.name)
-	tr.Spec.Acknowledged[0].Reason = "its bundle fixed by hand"
-	if err := env.Client().Update(testContext(t), tr); err != nil {
-		t.Fatal(err)
-	}
+	editRotation(t, f.name, func(s *v1alpha1.TrustRotationSpec) { s.Acknowledged[0].Reason = "its bundle fixed by hand" })
 	tr = waitRotation(t, f.name, "resumed", func(tr *v1alpha1.TrustRotation) bool {
 		return drivePhase(tr) != v1alpha1.PhaseStopped && tr.Status.Drive.ObservedGeneration == tr.Generation
 	})

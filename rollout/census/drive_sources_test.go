@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hotcert/hotcert/hotcerttest"
@@ -127,14 +128,12 @@ func TestDrivenRotationOfAClusterTrustBundle(t *testing.T) {
 func TestDrivenRotationPublishesAMissingClusterTrustBundle(t *testing.T) {
 	f, name := ctbFleet(t)
 	f.ctbRotation(name, true)
-	tr := rotation(t, f.name)
-	tr.Spec.Drive.DryRun = true
-	tr.Spec.Drive.Reissue = v1alpha1.Reissue{External: &v1alpha1.ExternalReissue{}}
-	if err := env.Client().Update(testContext(t), tr); err != nil {
-		t.Fatal(err)
-	}
+	editRotation(t, f.name, func(s *v1alpha1.TrustRotationSpec) {
+		s.Drive.DryRun = true
+		s.Drive.Reissue = v1alpha1.Reissue{External: &v1alpha1.ExternalReissue{}}
+	})
 	runCensus(t)
-	tr = waitRotation(t, f.name, "the plan", func(tr *v1alpha1.TrustRotation) bool { return drivePhase(tr) == v1alpha1.PhaseDryRun })
+	tr := waitRotation(t, f.name, "the plan", func(tr *v1alpha1.TrustRotation) bool { return drivePhase(tr) == v1alpha1.PhaseDryRun })
 	if plan := strings.Join(tr.Status.Drive.Plan, "\n"); !strings.Contains(plan, "add-new-ca: write ClusterTrustBundle "+name+": add CA-2026 beside CA-2025") {
 		t.Fatalf("plan:\n%s", plan)
 	}
@@ -142,11 +141,7 @@ func TestDrivenRotationPublishesAMissingClusterTrustBundle(t *testing.T) {
 	if err := env.Client().Get(testContext(t), client.ObjectKey{Name: name}, &certificatesv1.ClusterTrustBundle{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("a dry run published the ClusterTrustBundle (get: %v)", err)
 	}
-	tr = rotation(t, f.name)
-	tr.Spec.Drive.DryRun = false
-	if err := env.Client().Update(testContext(t), tr); err != nil {
-		t.Fatal(err)
-	}
+	editRotation(t, f.name, func(s *v1alpha1.TrustRotationSpec) { s.Drive.DryRun = false })
 	waitRotation(t, f.name, "the union published", func(tr *v1alpha1.TrustRotation) bool {
 		return stepOf(tr, v1alpha1.StepAddNewCA).Written != nil
 	})
@@ -173,22 +168,32 @@ func TestDrivenRotationOfAClusterTrustBundleRollsBack(t *testing.T) {
 	f.ctbRotation(name, false)
 	runCensus(t)
 	f.play()
-	tr := waitRotation(t, f.name, "held at switch-server-cert", func(tr *v1alpha1.TrustRotation) bool {
+	waitRotation(t, f.name, "held at switch-server-cert", func(tr *v1alpha1.TrustRotation) bool {
 		return drivePhase(tr) == v1alpha1.PhaseWaiting && tr.Status.Drive.Step == v1alpha1.StepSwitchServerCert &&
 			len(tr.Status.ServerCertificates) == 1 && tr.Status.ServerCertificates[0].IssuedBy == "new"
 	})
 	if got := f.clusterTrustBundle(name).Spec.TrustBundle; got != string(hotcerttest.BundlePEM(f.ca2025, f.ca2026)) {
 		t.Fatalf("the ClusterTrustBundle before the rollback:\n%s", got)
 	}
-	tr.Spec.Drive.Action = v1alpha1.ActionRollback
-	if err := env.Client().Update(testContext(t), tr); err != nil {
-		t.Fatal(err)
-	}
+	editRotation(t, f.name, func(s *v1alpha1.TrustRotationSpec) { s.Drive.Action = v1alpha1.ActionRollback })
 	waitRotation(t, f.name, "rolled back", func(tr *v1alpha1.TrustRotation) bool { return drivePhase(tr) == v1alpha1.PhaseRolledBack })
 	if got := f.clusterTrustBundle(name).Spec.TrustBundle; got != string(f.ca2025.CertPEM) || f.issuerName() != "ca-2025" {
 		t.Fatalf("after the rollback: issuer %s, ClusterTrustBundle\n%s", f.issuerName(), got)
 	}
 	if n := f.failed.Load(); n != 0 {
 		t.Fatalf("%d of %d handshakes failed, the last: %s", n, f.handshakes.Load(), *f.lastFailure.Load())
+	}
+}
+
+// editRotation changes the rotation's spec as edit says, read afresh and
+// retried while the controller writes its status in between.
+func editRotation(t *testing.T, name string, edit func(*v1alpha1.TrustRotationSpec)) {
+	t.Helper()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		tr := rotation(t, name)
+		edit(&tr.Spec)
+		return env.Client().Update(testContext(t), tr)
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
