@@ -188,7 +188,7 @@ func (w *drivenBundle) targetsHold(cas ...*hotcerttest.CA) bool {
 func TestDrivenRotationOfATrustManagerBundle(t *testing.T) {
 	w := newDrivenBundle(t)
 	w.rotation(true)
-	rv := w.bundle().GetResourceVersion()
+	gen := w.bundle().GetGeneration() // its spec's (trust-manager writes its status)
 	startDrivingCensus(t)
 	tr := waitRotation(t, w.name, "the plan", func(tr *v1alpha1.TrustRotation) bool {
 		return tr.Status.Drive != nil && tr.Status.Drive.Phase == v1alpha1.PhaseDryRun && tr.Status.Consumers.Total == 2
@@ -200,8 +200,8 @@ func TestDrivenRotationOfATrustManagerBundle(t *testing.T) {
 		}
 	}
 	time.Sleep(time.Second) // three censuses
-	if now := w.bundle().GetResourceVersion(); now != rv {
-		t.Fatalf("a dry run wrote the Bundle (resourceVersion %s, then %s)", rv, now)
+	if now := w.bundle().GetGeneration(); now != gen {
+		t.Fatalf("a dry run wrote the Bundle (generation %d, then %d)", gen, now)
 	}
 
 	w.restarts()
@@ -254,9 +254,49 @@ func TestDrivenRotationOfATrustManagerBundleRollsBack(t *testing.T) {
 	}
 }
 
+// TestDrivenTrustManagerBundleWriteIsIdempotent: the controller stops
+// after adding the new CA's source and before recording it (as a crash
+// would leave it: the step's written time is taken out of the status); a
+// new controller makes the write again, and it changes nothing: the Bundle
+// is not rewritten, and holds one inLine source of the new CA.
+func TestDrivenTrustManagerBundleWriteIsIdempotent(t *testing.T) {
+	w := newDrivenBundle(t)
+	w.rotation(false)
+	stop := startDrivingCensus(t)
+	waitRotation(t, w.name, "the union in every target", func(tr *v1alpha1.TrustRotation) bool {
+		return stepOf(tr, v1alpha1.StepAddNewCA).Written != nil && w.targetsHold(w.ca2025, w.ca2026)
+	})
+	stop()
+	gen := w.bundle().GetGeneration() // its spec's (trust-manager writes its status)
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		tr := &v1alpha1.TrustRotation{}
+		if err := env.Client().Get(context.Background(), client.ObjectKey{Name: w.name}, tr); err != nil {
+			return err
+		}
+		for i := range tr.Status.Drive.Steps {
+			if tr.Status.Drive.Steps[i].Name == v1alpha1.StepAddNewCA {
+				tr.Status.Drive.Steps[i].Written = nil
+			}
+		}
+		return env.Client().Status().Update(context.Background(), tr)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	startDrivingCensus(t)
+	waitRotation(t, w.name, "the write made again", func(tr *v1alpha1.TrustRotation) bool {
+		return stepOf(tr, v1alpha1.StepAddNewCA).Written != nil
+	})
+	if now := w.bundle().GetGeneration(); now != gen {
+		t.Fatalf("the repeated write rewrote the Bundle (generation %d, then %d): %v", gen, now, w.sources())
+	}
+	if s := w.sources(); len(s) != 2 || s[1].(map[string]any)["inLine"] != string(w.ca2026.CertPEM) {
+		t.Fatalf("the Bundle's sources: %v", s)
+	}
+}
+
 // startDrivingCensus runs a census controller that drives rotations until
-// the test ends.
-func startDrivingCensus(t *testing.T) {
+// stop is called or the test ends.
+func startDrivingCensus(t *testing.T) (stop func()) {
 	t.Helper()
 	c, err := census.New(census.Options{Interval: 300 * time.Millisecond, MinSpacing: 50 * time.Millisecond, Registerer: prometheus.NewRegistry(),
 		SkipNameValidation: true, Drive: true})
@@ -274,12 +314,17 @@ func startDrivingCensus(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("census: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("census: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 func stepOf(tr *v1alpha1.TrustRotation, name string) v1alpha1.DriveStepStatus {
