@@ -53,6 +53,43 @@ func TestHelmChart(t *testing.T) {
 			if !reflect.DeepEqual(got.Rules, want.Rules) {
 				t.Errorf("chart census ClusterRole rules %v differ from kustomize's %v", got.Rules, want.Rules)
 			}
+			if o.CensusDrive || find(objs, "ClusterRole", "hotcert-hotcert-controller-census-drive") != nil {
+				t.Errorf("census drive %v, or its ClusterRole, without census.drive.enabled", o.CensusDrive)
+			}
+		}},
+		{"census drive", map[string]any{
+			"census": map[string]any{"enabled": true, "drive": map[string]any{"enabled": true}},
+		}, func(t *testing.T, objs []*unstructured.Unstructured, o *options.Options) {
+			if !o.Census || !o.CensusDrive {
+				t.Errorf("census %v, drive %v; want both", o.Census, o.CensusDrive)
+			}
+			want := convert[rbacv1.ClusterRole](t, find(kustomize(t, "components/census-drive"), "ClusterRole", "hotcert-controller-census-drive"))
+			got := convert[rbacv1.ClusterRole](t, find(objs, "ClusterRole", "hotcert-hotcert-controller-census-drive"))
+			if !reflect.DeepEqual(got.Rules, want.Rules) {
+				t.Errorf("chart census-drive ClusterRole rules %v differ from kustomize's %v", got.Rules, want.Rules)
+			}
+			if find(objs, "ClusterRoleBinding", "hotcert-hotcert-controller-census-drive") == nil {
+				t.Error("no ClusterRoleBinding of the census-drive ClusterRole")
+			}
+		}},
+		{"census drive with Secret bundles and a signer", map[string]any{
+			"census": map[string]any{"enabled": true, "drive": map[string]any{"enabled": true, "secretNames": []any{"agent-ca"}, "signerNames": []any{"example.com/agents"}}},
+		}, func(t *testing.T, objs []*unstructured.Unstructured, o *options.Options) {
+			base := convert[rbacv1.ClusterRole](t, find(kustomize(t, "components/census-drive"), "ClusterRole", "hotcert-controller-census-drive"))
+			want := append(base.Rules,
+				rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"update"}, ResourceNames: []string{"agent-ca"}},
+				rbacv1.PolicyRule{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, Verbs: []string{"attest"}, ResourceNames: []string{"example.com/agents"}})
+			got := convert[rbacv1.ClusterRole](t, find(objs, "ClusterRole", "hotcert-hotcert-controller-census-drive"))
+			if !reflect.DeepEqual(got.Rules, want) {
+				t.Errorf("chart census-drive ClusterRole rules\n  %v\nwant\n  %v", got.Rules, want)
+			}
+		}},
+		{"census drive without the census", map[string]any{
+			"census": map[string]any{"drive": map[string]any{"enabled": true}},
+		}, func(t *testing.T, objs []*unstructured.Unstructured, o *options.Options) {
+			if o.CensusDrive || find(objs, "ClusterRole", "hotcert-hotcert-controller-census-drive") != nil {
+				t.Errorf("census drive %v, or its ClusterRole, without census.enabled", o.CensusDrive)
+			}
 		}},
 		{"dry run, namespaces, hash key, one replica, no reference rules", map[string]any{
 			"replicaCount": 1,

@@ -144,6 +144,7 @@ func TestKustomizeManifests(t *testing.T) {
 		}
 	})
 	t.Run("census overlay", func(t *testing.T) { checkCensus(t, sa, as) })
+	t.Run("census-drive overlay", func(t *testing.T) { checkCensusDrive(t, sa, as) })
 	t.Run("namespace-selector overlay", func(t *testing.T) { checkNamespaceSelectorOverlay(t, sa) })
 	t.Run("dry-run overlay", func(t *testing.T) {
 		dep := convert[appsv1.Deployment](t, find(kustomize(t, "overlays/dry-run"), "Deployment", "hotcert-controller"))

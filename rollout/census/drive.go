@@ -4,9 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -18,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
 	core "github.com/hotcert/hotcert/rollout/internal/census"
 	"github.com/hotcert/hotcert/rollout/internal/drive"
@@ -64,15 +61,9 @@ func (c *Census) drive(ctx context.Context, tr *v1alpha1.TrustRotation, st *v1al
 	if err != nil {
 		return c.driveFailed(st, "the CAs cannot be read: "+err.Error())
 	}
-	kind, key := bundleOf(spec.Bundle)
-	in := drive.Input{Now: now, Generation: tr.Generation, Spec: spec, Census: st, Prev: tr.Status.Drive, Bundle: -1,
-		BundleName: core.Object{Kind: kind, Namespace: key.Namespace, Name: key.Name, Key: key.Key}.String(),
-		OldCA:      oldCA.Name, NewCA: newCA.Name, OldCAExpires: earliestExpiry(oldCA.certs)}
-	for i, t := range tr.Spec.Trust {
-		if k := t.ConfigMap; k != nil && kind == core.KindConfigMap && *k == key || t.Secret != nil && kind == core.KindSecret && *t.Secret == key {
-			in.Bundle = i
-		}
-	}
+	in := drive.Input{Now: now, Generation: tr.Generation, Spec: spec, Census: st, Prev: tr.Status.Drive,
+		Bundle: bundleIndex(spec.Bundle, tr.Spec.Trust), BundleName: bundleName(spec.Bundle),
+		OldCA: oldCA.Name, NewCA: newCA.Name, OldCAExpires: earliestExpiry(oldCA.certs)}
 	for _, sc := range tr.Spec.ServerCertificates {
 		in.Servers = append(in.Servers, core.Object{Kind: core.KindSecret, Namespace: sc.Namespace, Name: sc.Name, Key: cmp.Or(sc.Key, "tls.crt")}.String())
 	}
@@ -88,9 +79,10 @@ func (c *Census) drive(ctx context.Context, tr *v1alpha1.TrustRotation, st *v1al
 	in.ReadAtStart = readAtStart(res, cur)
 	in.RollAfter = rollAfter(st, durationOr(tr.Spec.Propagation.Volume, DefaultVolumeDelay))
 	in.Starting = starting(res, st)
+	in.Failures = c.failures(ctx, tr, res)
 	d := drive.Decide(in)
 	for _, w := range d.Writes {
-		if err := c.apply(ctx, w, kind, key, oldCA, newCA); err != nil {
+		if err := c.apply(ctx, w, spec.Bundle, oldCA, newCA); err != nil {
 			return c.driveFailed(st, err.Error())
 		}
 	}
@@ -111,13 +103,6 @@ func (c *Census) driveFailed(st *v1alpha1.TrustRotationStatus, why string) drive
 	}
 	st.Drive.Message = "cannot move: " + why
 	return driven{events: []drive.Event{{Warning: true, Reason: drive.EventStopped, Message: "cannot move: " + why}}, again: c.opts.MinSpacing}
-}
-
-func bundleOf(b v1alpha1.DriveBundle) (core.Kind, v1alpha1.ObjectKey) {
-	if b.Secret != nil {
-		return core.KindSecret, *b.Secret
-	}
-	return core.KindConfigMap, *b.ConfigMap
 }
 
 // certificates finds the cert-manager Certificate issuing each server
@@ -157,89 +142,16 @@ func (c *Census) certificates(ctx context.Context, servers []v1alpha1.ServerCert
 
 // apply makes one write. Each is idempotent: an object that already is as
 // the write wants it is not written.
-func (c *Census) apply(ctx context.Context, w drive.Write, kind core.Kind, key v1alpha1.ObjectKey, oldCA, newCA side) error {
+func (c *Census) apply(ctx context.Context, w drive.Write, b v1alpha1.DriveBundle, oldCA, newCA side) error {
 	switch w.Kind {
 	case drive.SetIssuer:
 		return c.setIssuer(ctx, w.Certificate, w.IssuerRef)
 	case drive.AddNewCA:
-		return c.editBundle(ctx, kind, key, func(certs []*x509.Certificate) []*x509.Certificate {
-			for _, ca := range newCA.certs {
-				if !slices.ContainsFunc(certs, func(x *x509.Certificate) bool { return x.Equal(ca) }) {
-					certs = append(certs, ca)
-				}
-			}
-			return certs
-		})
+		return c.addCA(ctx, b, newCA, oldCA)
 	case drive.RemoveOldCA:
-		return c.editBundle(ctx, kind, key, without(oldCA))
+		return c.removeCA(ctx, b, oldCA)
 	case drive.RemoveNewCA:
-		return c.editBundle(ctx, kind, key, without(newCA))
-	}
-	return nil
-}
-
-func without(s side) func([]*x509.Certificate) []*x509.Certificate {
-	return func(certs []*x509.Certificate) []*x509.Certificate {
-		return slices.DeleteFunc(certs, func(x *x509.Certificate) bool { return s.SHA256[hotcert.FingerprintOf(x).String()] })
-	}
-}
-
-// editBundle rewrites the bundle key as edit says, read from and written to
-// the API server (the write fails on a concurrent change: the next
-// reconcile decides again). A bundle that does not parse whole is never
-// rewritten (a cut block would be lost), nor one left empty.
-func (c *Census) editBundle(ctx context.Context, kind core.Kind, key v1alpha1.ObjectKey, edit func([]*x509.Certificate) []*x509.Certificate) error {
-	name := core.Object{Kind: kind, Namespace: key.Namespace, Name: key.Name, Key: key.Key}.String()
-	var obj client.Object
-	var data []byte
-	ok := client.ObjectKey{Namespace: key.Namespace, Name: key.Name}
-	switch kind {
-	case core.KindSecret:
-		s := &corev1.Secret{}
-		if err := c.api.Get(ctx, ok, s); err != nil {
-			return fmt.Errorf("census: drive: reading %s: %w", name, err)
-		}
-		obj, data = s, s.Data[key.Key]
-	default:
-		cm := &corev1.ConfigMap{}
-		if err := c.api.Get(ctx, ok, cm); err != nil {
-			return fmt.Errorf("census: drive: reading %s: %w", name, err)
-		}
-		obj, data = cm, []byte(cm.Data[key.Key])
-	}
-	var certs []*x509.Certificate
-	if len(data) > 0 {
-		var err error
-		if certs, err = hotcert.ParseCertificates(hotcert.Input{Name: name, Data: data}); err != nil {
-			return fmt.Errorf("census: drive: %s is not rewritten: %w", name, err)
-		}
-	}
-	before := slices.Clone(certs)
-	after := edit(certs)
-	if slices.EqualFunc(before, after, func(a, b *x509.Certificate) bool { return a.Equal(b) }) {
-		return nil
-	}
-	if len(after) == 0 {
-		return fmt.Errorf("census: drive: %s is not rewritten: it would hold no certificate", name)
-	}
-	var out []byte
-	for _, ca := range after {
-		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw})...)
-	}
-	switch o := obj.(type) {
-	case *corev1.Secret:
-		if o.Data == nil {
-			o.Data = map[string][]byte{}
-		}
-		o.Data[key.Key] = out
-	case *corev1.ConfigMap:
-		if o.Data == nil {
-			o.Data = map[string]string{}
-		}
-		o.Data[key.Key] = string(out)
-	}
-	if err := c.client.Update(ctx, obj, client.FieldOwner(FieldManager)); err != nil {
-		return fmt.Errorf("census: drive: writing %s: %w", name, err)
+		return c.removeCA(ctx, b, newCA)
 	}
 	return nil
 }

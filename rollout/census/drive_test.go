@@ -128,6 +128,30 @@ type fleet struct {
 	frozen atomic.Bool
 	// holdIssue: cert-manager issues nothing while set.
 	holdIssue atomic.Bool
+	// vol is how the consumers mount the bundle (default the ConfigMap),
+	// source what the kubelet delivers to them (default its key ca.crt).
+	vol    *corev1.VolumeSource
+	source func(context.Context) ([]byte, bool)
+}
+
+// bundleVolume is the consumers' volume of the bundle.
+func (f *fleet) bundleVolume() corev1.VolumeSource {
+	if f.vol != nil {
+		return *f.vol
+	}
+	return configMapVolume("ca")
+}
+
+// delivered is what the kubelet delivers to the consumers' volumes now.
+func (f *fleet) delivered(ctx context.Context) ([]byte, bool) {
+	if f.source != nil {
+		return f.source(ctx)
+	}
+	cm := &corev1.ConfigMap{}
+	if env.Client().Get(ctx, f.cm, cm) != nil {
+		return nil, false
+	}
+	return []byte(cm.Data["ca.crt"]), true
 }
 
 func newFleet(t *testing.T) *fleet {
@@ -198,7 +222,7 @@ func (f *fleet) rotation(edit func(*v1alpha1.TrustRotationSpec)) {
 // (its metrics scraped); follow makes it reload what the kubelet delivers.
 func (f *fleet) libraryClient(name string, follow bool) *libraryProcess {
 	lib := startLibraryProcess(f.t, f.ca2025.MustIssue(), *f.bundle.Load())
-	createPod(f.t, f.ns, consumerPod{name: name, vol: configMapVolume("ca"), metricsPort: lib.port, started: time.Now().Add(-time.Hour)})
+	createPod(f.t, f.ns, consumerPod{name: name, vol: f.bundleVolume(), metricsPort: lib.port, started: time.Now().Add(-time.Hour)})
 	if follow {
 		f.libs = append(f.libs, lib)
 	}
@@ -269,9 +293,8 @@ func (f *fleet) play(rolled ...string) {
 		stamps := map[string]string{} // Deployment -> the roll stamp its pod runs
 		for ctx.Err() == nil {
 			f.issue()
-			cm := &corev1.ConfigMap{}
-			if env.Client().Get(ctx, f.cm, cm) == nil && !bytes.Equal([]byte(cm.Data["ca.crt"]), last) {
-				last = []byte(cm.Data["ca.crt"])
+			if got, ok := f.delivered(ctx); ok && !bytes.Equal(got, last) {
+				last = got
 				b := bytes.Clone(last)
 				f.bundle.Store(&b)
 				for _, l := range f.libs {
@@ -616,7 +639,7 @@ func (f *fleet) deployment(name string, optIn bool) {
 	c := corev1.Container{Name: "app", Image: "registry.invalid/app:1", VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: "/etc/x"}}}
 	create(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Labels: labels,
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr.To(true)}}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{c}, Volumes: []corev1.Volume{{Name: "v", VolumeSource: configMapVolume("ca")}}}})
+		Spec: corev1.PodSpec{Containers: []corev1.Container{c}, Volumes: []corev1.Volume{{Name: "v", VolumeSource: f.bundleVolume()}}}})
 	setStarted(t, f.ns, name, time.Now().Add(-time.Hour))
 }
 

@@ -10,7 +10,8 @@ func (d *DriveSpec) DeepCopy() *DriveSpec {
 		return nil
 	}
 	out := *d
-	out.Bundle = DriveBundle{ConfigMap: clonePtr(d.Bundle.ConfigMap), Secret: clonePtr(d.Bundle.Secret)}
+	out.Bundle = DriveBundle{ConfigMap: clonePtr(d.Bundle.ConfigMap), Secret: clonePtr(d.Bundle.Secret),
+		Bundle: clonePtr(d.Bundle.Bundle), ClusterTrustBundle: clonePtr(d.Bundle.ClusterTrustBundle)}
 	out.Reissue = Reissue{CertManager: clonePtr(d.Reissue.CertManager), External: clonePtr(d.Reissue.External)}
 	if d.Canary != nil {
 		c := *d.Canary
@@ -19,6 +20,7 @@ func (d *DriveSpec) DeepCopy() *DriveSpec {
 		out.Canary = &c
 	}
 	out.DeadlineMargin = clonePtr(d.DeadlineMargin)
+	out.HandshakeFailureThreshold = clonePtr(d.HandshakeFailureThreshold)
 	return &out
 }
 
@@ -38,5 +40,6 @@ func (d *DriveStatus) DeepCopy() *DriveStatus {
 	out.Issuers = slices.Clone(d.Issuers)
 	out.Plan = slices.Clone(d.Plan)
 	out.Deadline = d.Deadline.DeepCopy()
+	out.FailuresSince = d.FailuresSince.DeepCopy()
 	return &out
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -75,6 +76,37 @@ func TestDrivenTrustRotationIsAccepted(t *testing.T) {
 	}
 }
 
+// TestDrivenBundleObjectsAreAccepted: a trust-manager Bundle and a
+// ClusterTrustBundle (by name, or with a signer that spec.trust selects)
+// are accepted as the drive's bundle, with the failure threshold, and read
+// back as written.
+func TestDrivenBundleObjectsAreAccepted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for name, b := range map[string]v1alpha1.DriveBundle{
+		"trust-manager": {Bundle: &v1alpha1.DriveTrustManagerBundle{Name: "cluster-ca", TrustNamespace: "trust"}},
+		"ctb-name":      {ClusterTrustBundle: &v1alpha1.DriveClusterTrustBundle{Name: "agents-2026"}},
+		"ctb-signer":    {ClusterTrustBundle: &v1alpha1.DriveClusterTrustBundle{Name: "example.com:agents:2026", SignerName: "example.com/agents"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := drivenRotation("drive-" + name)
+			r.Spec.Drive.Bundle = b
+			r.Spec.Drive.HandshakeFailureThreshold = ptr.To[int32](5)
+			if err := env.Client().Create(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = env.Client().Delete(context.Background(), r) })
+			got := &v1alpha1.TrustRotation{}
+			if err := env.Client().Get(ctx, client.ObjectKey{Name: r.Name}, got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got.Spec.Drive.Bundle, b) || *got.Spec.Drive.HandshakeFailureThreshold != 5 {
+				t.Fatalf("read back %+v", got.Spec.Drive)
+			}
+		})
+	}
+}
+
 // Bad driven TrustRotations are refused with a message that says what to
 // fix.
 func TestInvalidDrivenTrustRotationsAreRefused(t *testing.T) {
@@ -97,7 +129,19 @@ func TestInvalidDrivenTrustRotationsAreRefused(t *testing.T) {
 		}, "drive.bundle must also be one of spec.trust"},
 		{"bundle-two", func(s *v1alpha1.TrustRotationSpec) {
 			s.Drive.Bundle.Secret = &v1alpha1.ObjectKey{Namespace: "dexaflow", Name: "cp-tls", Key: "ca.crt"}
-		}, "drive.bundle needs exactly one of configMap or secret"},
+		}, "drive.bundle needs exactly one of configMap, secret, bundle or clusterTrustBundle"},
+		{"bundle-and-ctb", func(s *v1alpha1.TrustRotationSpec) {
+			s.Drive.Bundle = v1alpha1.DriveBundle{Bundle: &v1alpha1.DriveTrustManagerBundle{Name: "cluster-ca"},
+				ClusterTrustBundle: &v1alpha1.DriveClusterTrustBundle{Name: "agents-2026"}}
+		}, "drive.bundle needs exactly one of configMap, secret, bundle or clusterTrustBundle"},
+		{"trust-manager-bundle-not-followed", func(s *v1alpha1.TrustRotationSpec) {
+			s.Drive.Bundle = v1alpha1.DriveBundle{Bundle: &v1alpha1.DriveTrustManagerBundle{Name: "other"}}
+		}, "drive.bundle must also be one of spec.trust"},
+		{"ctb-not-followed", func(s *v1alpha1.TrustRotationSpec) {
+			s.Drive.Bundle = v1alpha1.DriveBundle{ClusterTrustBundle: &v1alpha1.DriveClusterTrustBundle{Name: "other", SignerName: "example.com/other"}}
+		}, "drive.bundle must also be one of spec.trust"},
+		{"bad-threshold", func(s *v1alpha1.TrustRotationSpec) { s.Drive.HandshakeFailureThreshold = ptr.To[int32](-1) },
+			"spec.drive.handshakeFailureThreshold"},
 		{"reissue-none", func(s *v1alpha1.TrustRotationSpec) { s.Drive.Reissue, s.Drive.Canary = v1alpha1.Reissue{}, nil },
 			"drive.reissue needs exactly one of certManager or external"},
 		{"certmanager-without-servers", func(s *v1alpha1.TrustRotationSpec) { s.ServerCertificates = nil },
@@ -134,7 +178,8 @@ func TestDriveDeepCopy(t *testing.T) {
 	r := drivenRotation("copy")
 	now := metav1.Now()
 	r.Status.Drive = &v1alpha1.DriveStatus{Steps: []v1alpha1.DriveStepStatus{{Name: "a", Started: &now, CanaryWritten: &now, CanaryDone: &now, Written: &now, Done: &now}},
-		Issuers: []v1alpha1.RecordedIssuer{{Certificate: "c"}}, Plan: []string{"p"}, Deadline: &now}
+		Issuers: []v1alpha1.RecordedIssuer{{Certificate: "c"}}, Plan: []string{"p"}, Deadline: &now, FailuresSince: &now}
+	r.Spec.Drive.HandshakeFailureThreshold = ptr.To[int32](3)
 	before, _ := json.Marshal(r)
 	c := r.DeepCopy()
 	c.Spec.Drive.Bundle.ConfigMap.Key = "x"
@@ -142,8 +187,9 @@ func TestDriveDeepCopy(t *testing.T) {
 	c.Spec.Drive.Canary.Selector.MatchLabels["canary"] = "x"
 	c.Spec.Drive.Canary.Soak.Duration = 0
 	c.Spec.Drive.DeadlineMargin.Duration = 0
+	*c.Spec.Drive.HandshakeFailureThreshold = 0
 	d := c.Status.Drive
-	for _, p := range []*metav1.Time{d.Steps[0].Started, d.Steps[0].CanaryWritten, d.Steps[0].CanaryDone, d.Steps[0].Written, d.Steps[0].Done, d.Deadline} {
+	for _, p := range []*metav1.Time{d.Steps[0].Started, d.Steps[0].CanaryWritten, d.Steps[0].CanaryDone, d.Steps[0].Written, d.Steps[0].Done, d.Deadline, d.FailuresSince} {
 		p.Time = time.Time{}
 	}
 	d.Issuers[0].Certificate, d.Plan[0] = "x", "x"
@@ -153,24 +199,28 @@ func TestDriveDeepCopy(t *testing.T) {
 	}
 }
 
-// TestExampleDrivenTrustRotationIsAccepted: the shipped driven example is
-// accepted as written.
+// TestExampleDrivenTrustRotationIsAccepted: the shipped driven examples
+// are accepted as written.
 func TestExampleDrivenTrustRotationIsAccepted(t *testing.T) {
-	data, err := os.ReadFile("../../../examples/trust-rotation/driven.yaml")
-	if err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"driven.yaml", "driven-trust-manager.yaml"} {
+		t.Run(name, func(t *testing.T) {
+			data, err := os.ReadFile("../../../examples/trust-rotation/" + name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r v1alpha1.TrustRotation
+			if err := yaml.UnmarshalStrict(data, &r); err != nil {
+				t.Fatal(err)
+			}
+			if r.Spec.Mode != v1alpha1.ModeDrive || r.Spec.Drive == nil || !r.Spec.Drive.DryRun {
+				t.Fatalf("the example is not a driven dry run: %+v", r.Spec)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := env.Client().Create(ctx, &r); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = env.Client().Delete(context.Background(), &r) })
+		})
 	}
-	var r v1alpha1.TrustRotation
-	if err := yaml.UnmarshalStrict(data, &r); err != nil {
-		t.Fatal(err)
-	}
-	if r.Spec.Mode != v1alpha1.ModeDrive || r.Spec.Drive == nil || !r.Spec.Drive.DryRun {
-		t.Fatalf("the example is not a driven dry run: %+v", r.Spec)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := env.Client().Create(ctx, &r); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Client().Delete(context.Background(), &r) })
 }

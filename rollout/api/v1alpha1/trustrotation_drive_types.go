@@ -28,7 +28,17 @@ type DriveSpec struct {
 	// expires is reported (a Warning Event and status.drive.deadline),
 	// never silently (default 168h).
 	DeadlineMargin *metav1.Duration `json:"deadlineMargin,omitempty"`
+	// HandshakeFailureThreshold stops the rotation (Phase Stopped, a
+	// Warning Event) once the consumers of the rotation report this many
+	// handshake failures that mean "not trusted" (reasons unknown_authority
+	// and peer_rejected) since the current step's last write, as
+	// spec.evidence.prometheus holds them (default 3; 0 turns the stop off).
+	HandshakeFailureThreshold *int32 `json:"handshakeFailureThreshold,omitempty"`
 }
+
+// DefaultHandshakeFailureThreshold is spec.drive.handshakeFailureThreshold's
+// default.
+const DefaultHandshakeFailureThreshold = 3
 
 // DriveAction is what the user asks of a driven rotation.
 type DriveAction string
@@ -42,10 +52,47 @@ const (
 )
 
 // DriveBundle is the object the controller writes the bundle into: exactly
-// one of ConfigMap or Secret, a key that spec.trust also names.
+// one of ConfigMap or Secret (a key that spec.trust also names), Bundle or
+// ClusterTrustBundle.
 type DriveBundle struct {
 	ConfigMap *ObjectKey `json:"configMap,omitempty"`
 	Secret    *ObjectKey `json:"secret,omitempty"`
+	// Bundle is a trust-manager Bundle that spec.trust names: the controller
+	// edits its sources, and the census proves the step through its targets.
+	Bundle *DriveTrustManagerBundle `json:"bundle,omitempty"`
+	// ClusterTrustBundle is a ClusterTrustBundle the controller publishes
+	// (and creates if it is missing), named by spec.trust by its name or
+	// its signer.
+	ClusterTrustBundle *DriveClusterTrustBundle `json:"clusterTrustBundle,omitempty"`
+}
+
+// DriveTrustManagerBundle names the trust-manager Bundle a rotation edits.
+// add-new-ca adds an inLine source holding the new CA (none is added when
+// an inLine source holds it already); remove-old-ca takes the old CA's
+// certificates out of the inLine sources, and removes the configMap and
+// secret sources (by name and key, in the trust namespace) that hold
+// nothing else. A source holding the old CA beside other certificates, or
+// selecting objects by labels, is not edited: the census sees the old CA
+// in the targets, and the step waits, named.
+type DriveTrustManagerBundle struct {
+	Name string `json:"name"`
+	// TrustNamespace is trust-manager's trust namespace (its
+	// --trust-namespace, default cert-manager), where the Bundle's
+	// configMap and secret sources are read.
+	TrustNamespace string `json:"trustNamespace,omitempty"`
+}
+
+// DefaultTrustNamespace is trust-manager's default trust namespace.
+const DefaultTrustNamespace = "cert-manager"
+
+// DriveClusterTrustBundle is the ClusterTrustBundle a rotation publishes.
+type DriveClusterTrustBundle struct {
+	Name string `json:"name"`
+	// SignerName is its spec.signerName (for projections that select by
+	// signer); the API server then requires the name to start with the
+	// signer name ("/" written ":") and a ":", and the controller to be
+	// allowed to attest for the signer.
+	SignerName string `json:"signerName,omitempty"`
 }
 
 // Reissue is how the server certificates are re-issued: exactly one of
@@ -114,6 +161,10 @@ type DriveStatus struct {
 	// ObservedGeneration is the generation of the spec this progress
 	// follows; a Stopped rotation resumes once the spec changes.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// FailuresSince is when the handshake failures that stop the rotation
+	// are counted from: the current step's last write, or the resume after
+	// a stop.
+	FailuresSince *metav1.Time `json:"failuresSince,omitempty"`
 }
 
 // Phases of a driven rotation.

@@ -84,7 +84,24 @@ type Input struct {
 	// containers have not started yet (the new pods of a roll): a done step
 	// among them holds the rotation instead of stopping it.
 	Starting map[string]bool
+	// Failures are the handshake failures meaning "not trusted" that the
+	// rotation's consumers reported since Prev.FailuresSince (nil: not
+	// read, or no Prometheus to read them from).
+	Failures []Failure
 }
+
+// Failure is one consumer's handshake failures of one reason.
+type Failure struct {
+	// Pod is "namespace/name".
+	Pod, Reason string
+	Count       int
+}
+
+// FailureReasons are the handshake failure reasons (the library's
+// agentrpc reasons, as the agent and control plane export them) that a
+// rotation's write can cause: a peer whose chain reaches no CA the
+// verifier trusts, and a peer refusing ours.
+var FailureReasons = []string{"unknown_authority", "peer_rejected"}
 
 // ReadAtStart is a consumer that must restart to take a step.
 type ReadAtStart struct {
@@ -218,6 +235,13 @@ func (d *decider) decide() {
 	if st.Phase == v1alpha1.PhaseStopped && st.ObservedGeneration == in.Generation {
 		return // stays stopped until the spec changes
 	}
+	if st.Phase == v1alpha1.PhaseStopped {
+		// Resumed by a spec change: failures are counted afresh.
+		st.FailuresSince = now(in.Now)
+	} else if why := d.failures(); why != "" {
+		d.stop(why)
+		return
+	}
 	if in.Bundle < 0 {
 		d.stop(in.BundleName + " is not one of spec.trust: the census cannot prove what its consumers hold")
 		return
@@ -273,6 +297,42 @@ func (d *decider) guard() string {
 		}
 	}
 	return ""
+}
+
+// failures says why the handshake failures the consumers reported stop
+// the rotation ("" when they do not).
+func (d *decider) failures() string {
+	in := d.in
+	threshold := int32(v1alpha1.DefaultHandshakeFailureThreshold)
+	if t := in.Spec.HandshakeFailureThreshold; t != nil {
+		threshold = *t
+	}
+	if threshold <= 0 || d.st.FailuresSince == nil || len(in.Failures) == 0 {
+		return ""
+	}
+	fs := slices.Clone(in.Failures)
+	slices.SortFunc(fs, func(a, b Failure) int {
+		if a.Count != b.Count {
+			return b.Count - a.Count
+		}
+		return strings.Compare(a.Pod+" "+a.Reason, b.Pod+" "+b.Reason)
+	})
+	total := 0
+	var named []string
+	for _, f := range fs {
+		total += f.Count
+		if len(named) < MaxPlanConsumers {
+			named = append(named, fmt.Sprintf("pod %s (%d %s)", f.Pod, f.Count, f.Reason))
+		}
+	}
+	if total < int(threshold) {
+		return ""
+	}
+	if len(fs) > len(named) {
+		named = append(named, fmt.Sprintf("and %d more", len(fs)-len(named)))
+	}
+	return fmt.Sprintf("%d handshake failures meaning not trusted (threshold %d) reported since %s: %s; fix them or roll back, then change the spec to resume",
+		total, threshold, d.st.FailuresSince.UTC().Format(time.RFC3339), strings.Join(named, ", "))
 }
 
 func (d *decider) stop(why string) {
@@ -380,6 +440,7 @@ func (d *decider) write(cur string, s *v1alpha1.DriveStepStatus) {
 			if s.CanaryWritten == nil {
 				d.setIssuers(true, cm.IssuerRef)
 				s.CanaryWritten = now(in.Now)
+				st.FailuresSince = now(in.Now)
 				st.Phase, st.Message = v1alpha1.PhaseRunning, "switched the canary: "+strings.Join(canary, ", ")
 				d.moved()
 				return
@@ -406,6 +467,7 @@ func (d *decider) write(cur string, s *v1alpha1.DriveStepStatus) {
 		}
 	}
 	s.Written = now(in.Now)
+	st.FailuresSince = now(in.Now) // failures from now on may be the write's
 	st.Phase, st.Message = v1alpha1.PhaseRunning, "wrote "+cur
 	d.moved()
 }

@@ -26,6 +26,8 @@ type world struct {
 	restart []ReadAtStart
 	// starting are the steps unproven only while containers start.
 	starting map[string]bool
+	// failures the consumers report (since w.prev.FailuresSince).
+	failures []Failure
 	// writes and events made so far.
 	writes []Write
 	events []string
@@ -61,7 +63,7 @@ func (w *world) set(step string, done bool, msg string) {
 func (w *world) decide() Decision {
 	w.t.Helper()
 	d := Decide(Input{Now: w.now, Generation: w.gen, Spec: &w.spec, Census: &w.cen, Prev: w.prev, BundleName: "ConfigMap app/ca key ca.crt",
-		OldCA: "CA-2025", NewCA: "CA-2026", OldCAExpires: t0.Add(30 * 24 * time.Hour), Servers: []string{"Secret app/tls key tls.crt", "Secret app/tls2 key tls.crt"}, Certificates: w.certs, ReadAtStart: w.restart, Starting: w.starting})
+		OldCA: "CA-2025", NewCA: "CA-2026", OldCAExpires: t0.Add(30 * 24 * time.Hour), Servers: []string{"Secret app/tls key tls.crt", "Secret app/tls2 key tls.crt"}, Certificates: w.certs, ReadAtStart: w.restart, Starting: w.starting, Failures: w.failures})
 	w.writes = append(w.writes, d.Writes...)
 	for _, e := range d.Events {
 		w.events = append(w.events, e.Reason+": "+e.Message)
@@ -399,5 +401,73 @@ func TestBundleNotFollowedStops(t *testing.T) {
 	d := Decide(Input{Now: w.now, Generation: 1, Spec: &w.spec, Census: &w.cen, Bundle: -1, BundleName: "ConfigMap app/other key ca.crt"})
 	if d.Status.Phase != v1alpha1.PhaseStopped || len(d.Writes) != 0 || !strings.Contains(d.Status.Message, "is not one of spec.trust") {
 		t.Fatalf("%+v", d.Status)
+	}
+}
+
+// TestHandshakeFailuresStopTheRotation: handshake failures the consumers
+// report after the canary's switch stop the rotation once they reach the
+// threshold (not before), naming the consumers, with one Warning; the rest
+// are not switched; a spec change resumes it, counting failures afresh
+// from then; a threshold of 0 never stops it.
+func TestHandshakeFailuresStopTheRotation(t *testing.T) {
+	spec := certManager(&v1alpha1.Canary{Percent: 50})
+	w := newWorld(t, spec, Certificate{Key: "app/cp", Server: 0}, Certificate{Key: "app/cp2", Server: 1})
+	w.failures = []Failure{{Pod: "app/early", Reason: "unknown_authority", Count: 9}}
+	w.decide() // add-new-ca started: no write yet, failures not counted
+	if w.phase() == v1alpha1.PhaseStopped || w.prev.FailuresSince != nil {
+		t.Fatalf("failures before any write stopped the rotation: %+v", w.prev)
+	}
+	w.failures = nil
+	w.decide() // the union
+	if w.prev.FailuresSince == nil || !w.prev.FailuresSince.Time.Equal(w.now.Add(-time.Second)) {
+		t.Fatalf("failures counted since %v, want the write's time", w.prev.FailuresSince)
+	}
+	w.cen.Trust[0].HoldNew = 1
+	w.set(v1alpha1.StepAddNewCA, true, "")
+	w.decide() // done
+	w.decide() // switch started
+	w.decide() // the canary switched
+	canaryAt := w.now.Add(-time.Second)
+	if !w.prev.FailuresSince.Time.Equal(canaryAt) {
+		t.Fatalf("failures counted since %v, want the canary's switch at %v", w.prev.FailuresSince, canaryAt)
+	}
+	w.failures = []Failure{{Pod: "app/agent-1", Reason: "unknown_authority", Count: 2}}
+	if w.decide(); w.phase() == v1alpha1.PhaseStopped {
+		t.Fatalf("stopped below the threshold: %q", w.prev.Message)
+	}
+	w.failures = []Failure{{Pod: "app/agent-1", Reason: "unknown_authority", Count: 2}, {Pod: "app/agent-2", Reason: "peer_rejected", Count: 1}}
+	before := len(w.writes)
+	w.cen.ServerCertificates[0].IssuedBy = "new" // the canary would be proven: the failures win
+	w.decide()
+	if w.phase() != v1alpha1.PhaseStopped || len(w.writes) != before {
+		t.Fatalf("phase %s, writes %v", w.phase(), w.writes[before:])
+	}
+	for _, want := range []string{"3 handshake failures", "threshold 3", "pod app/agent-1 (2 unknown_authority)", "pod app/agent-2 (1 peer_rejected)"} {
+		if !strings.Contains(w.prev.Message, want) {
+			t.Errorf("message %q lacks %q", w.prev.Message, want)
+		}
+	}
+	w.decide()
+	if n := strings.Count(strings.Join(w.events, "\n"), EventStopped); n != 1 || w.phase() != v1alpha1.PhaseStopped {
+		t.Fatalf("%d Stopped events, phase %s", n, w.phase())
+	}
+	// Resumed by a spec change: the failures are counted from then.
+	w.gen++
+	resumed := w.now
+	w.decide()
+	if w.phase() == v1alpha1.PhaseStopped || !w.prev.FailuresSince.Time.Equal(resumed) {
+		t.Fatalf("phase %s, failures since %v, want %v", w.phase(), w.prev.FailuresSince, resumed)
+	}
+
+	// Threshold 0: never stops.
+	off := int32(0)
+	spec.HandshakeFailureThreshold = &off
+	w2 := newWorld(t, spec, Certificate{Key: "app/cp", Server: 0})
+	w2.decide()
+	w2.decide()
+	w2.cen.Trust[0].HoldNew = 1
+	w2.failures = []Failure{{Pod: "app/agent-1", Reason: "unknown_authority", Count: 100}}
+	if w2.decide(); w2.phase() == v1alpha1.PhaseStopped {
+		t.Fatalf("threshold 0 stopped: %q", w2.prev.Message)
 	}
 }

@@ -45,25 +45,9 @@ func (p Prometheus) Query() string {
 // Reports returns, by "namespace/pod", what each pod reports: one Report per
 // container the series name ("" when they name none).
 func (p Prometheus) Reports(ctx context.Context) (map[string][]census.Report, error) {
-	hc := p.Client
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	// A response is read whole by the API client: bound it, as the URL is
-	// a TrustRotation's.
-	limited := *hc
-	limited.Transport = limitBody{next: hc.Transport}
-	c, err := api.NewClient(api.Config{Address: p.URL, Client: &limited})
+	vec, err := p.query(ctx, p.Query())
 	if err != nil {
-		return nil, fmt.Errorf("evidence: Prometheus URL: %w", err)
-	}
-	v, _, _, err := promv1.NewAPI(c).Query(ctx, p.Query(), time.Time{})
-	if err != nil {
-		return nil, fmt.Errorf("evidence: Prometheus query %s: %w", p.URL, err)
-	}
-	vec, ok := v.(model.Vector)
-	if !ok {
-		return nil, fmt.Errorf("evidence: Prometheus query %s: result type %s, want vector", p.URL, v.Type())
+		return nil, err
 	}
 	b := newBuilder(or(p.Prefix, "hotcert"))
 	nsL, podL, cL := model.LabelName(or(p.NamespaceLabel, "namespace")), model.LabelName(or(p.PodLabel, "pod")), model.LabelName(or(p.ContainerLabel, "container"))
@@ -79,6 +63,31 @@ func (p Prometheus) Reports(ctx context.Context) (map[string][]census.Report, er
 		b.add(string(m[nsL])+"/"+string(m[podL]), string(m[cL]), string(m[model.MetricNameLabel]), labels)
 	}
 	return b.reports, nil
+}
+
+// query runs one instant query that returns a vector.
+func (p Prometheus) query(ctx context.Context, q string) (model.Vector, error) {
+	hc := p.Client
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	// A response is read whole by the API client: bound it, as the URL is
+	// a TrustRotation's.
+	limited := *hc
+	limited.Transport = limitBody{next: hc.Transport}
+	c, err := api.NewClient(api.Config{Address: p.URL, Client: &limited})
+	if err != nil {
+		return nil, fmt.Errorf("evidence: Prometheus URL: %w", err)
+	}
+	v, _, _, err := promv1.NewAPI(c).Query(ctx, q, time.Time{})
+	if err != nil {
+		return nil, fmt.Errorf("evidence: Prometheus query %s: %w", p.URL, err)
+	}
+	vec, ok := v.(model.Vector)
+	if !ok {
+		return nil, fmt.Errorf("evidence: Prometheus query %s: result type %s, want vector", p.URL, v.Type())
+	}
+	return vec, nil
 }
 
 // limitBody cuts every response body at maxResponse.
