@@ -52,11 +52,11 @@ func newHTTPServer(s *Server) *httpServer {
 			}
 		},
 	}
-	// One policy set per identity: a rotation of any identity drains the
-	// connections opened before it (a drain.HTTPServer records its own provider's
-	// certificate at accept, whatever the SNI); the trust cut runs once.
+	// One policy set per identity: a rotation of an identity drains the
+	// connections its handshakes served before it (servedBy); the trust cut runs
+	// once, over every connection.
 	for i, p := range s.ids {
-		d := drain.NewHTTPServer(s.drainOptions(p, i == 0)...)
+		d := drain.NewHTTPServer(append(s.drainOptions(p, i == 0), s.servedBy(i))...)
 		d.Wrap(h.srv)
 		h.drains = append(h.drains, d)
 	}
