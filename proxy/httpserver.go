@@ -9,6 +9,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,8 +31,9 @@ type httpServer struct {
 func newHTTPServer(s *Server) *httpServer {
 	h := &httpServer{s: s, h1: backendTransport(s.target, false), h2c: backendTransport(s.target, true)}
 	rp := &httputil.ReverseProxy{
-		Rewrite:   h.rewrite,
-		Transport: h,
+		Rewrite:    h.rewrite,
+		Transport:  h,
+		BufferPool: copyBuffers, // without a pool, every response allocates (and clears) 32 KiB
 		// FlushInterval 0: ReverseProxy flushes every write of a response without
 		// a length (gRPC, server-sent events, any stream) at once, and buffers
 		// the others (measured: -1 costs small responses a flush each).
@@ -63,6 +65,20 @@ func newHTTPServer(s *Server) *httpServer {
 	return h
 }
 
+// copyBuffers are ReverseProxy's response copy buffers, shared by every Server.
+var copyBuffers = &bufferPool{}
+
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if buf, ok := b.p.Get().(*[]byte); ok {
+		return *buf
+	}
+	return make([]byte, 32<<10) // ReverseProxy's own size
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
+
 // backendTransport dials the backend in plaintext, HTTP/1.1 or h2c.
 func backendTransport(t Target, h2c bool) *http.Transport {
 	tr := &http.Transport{
@@ -70,6 +86,9 @@ func backendTransport(t Target, h2c bool) *http.Transport {
 		MaxIdleConns:        256,
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
+		// The client's Accept-Encoding goes to the backend as sent: the transport
+		// neither adds gzip nor decompresses (a proxy passes bodies through).
+		DisableCompression: true,
 	}
 	if h2c {
 		var p http.Protocols
@@ -98,10 +117,11 @@ func (h *httpServer) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(&u)
 	pr.Out.Host = pr.In.Host // the backend sees the name the client asked for
 	pr.SetXForwarded()
-	// Never forward a client's own claim of who it is: only the proxy's.
-	pr.Out.Header.Del(DefaultPeerHeader)
+	// Never forward a client's own claim of who it is: only the proxy's. (The
+	// names are canonical: deleting from the map skips canonicalizing them.)
+	delete(pr.Out.Header, DefaultPeerHeader)
 	if name := h.s.cfg.peerHeader; name != "" {
-		pr.Out.Header.Del(name)
+		delete(pr.Out.Header, name)
 		if pr.In.TLS != nil && len(pr.In.TLS.PeerCertificates) > 0 {
 			pr.Out.Header.Set(name, peerHeaderValue(pr.In.TLS.PeerCertificates[0]))
 		}
