@@ -24,12 +24,13 @@ type httpServer struct {
 	srv    *http.Server
 	drains []*drain.HTTPServer
 	h1     *http.Transport
+	h1d    *h1Direct
 	h2c    *http.Transport
 	open   atomic.Int64
 }
 
 func newHTTPServer(s *Server) *httpServer {
-	h := &httpServer{s: s, h1: backendTransport(s.target, false), h2c: backendTransport(s.target, true)}
+	h := &httpServer{s: s, h1: backendTransport(s.target, false), h2c: backendTransport(s.target, true), h1d: &h1Direct{target: s.target, max: 256}}
 	rp := &httputil.ReverseProxy{
 		Rewrite:    h.rewrite,
 		Transport:  h,
@@ -104,6 +105,9 @@ func (h *httpServer) RoundTrip(r *http.Request) (*http.Response, error) {
 	if h.s.cfg.backendH2C || r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
 		return h.h2c.RoundTrip(r)
 	}
+	if h.h1d.direct(r) {
+		return h.h1d.RoundTrip(r)
+	}
 	return h.h1.RoundTrip(r)
 }
 
@@ -141,6 +145,7 @@ func (h *httpServer) shutdown(ctx context.Context) error {
 		d.Close()
 	}
 	h.h1.CloseIdleConnections()
+	h.h1d.closeIdle()
 	h.h2c.CloseIdleConnections()
 	return err
 }
