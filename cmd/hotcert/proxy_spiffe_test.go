@@ -24,7 +24,8 @@ import (
 // client SVIDs of the trust domain's bundle (the allow list names the workload);
 // Go clients holding their connections keep sending requests while the agent
 // rotates the short-lived SVID, and the proxy's new SVID reaches new handshakes
-// with no request failing. A client without a certificate is refused.
+// with no request failing. A client without a certificate is refused, and
+// hotcert proxy client --spiffe-socket reaches the program through it.
 func TestProxyServerOnSPIFFEFollowsSVIDRotations(t *testing.T) {
 	requireTool(t, "python3")
 	sp := spiretest.Start(t)
@@ -126,11 +127,36 @@ func TestProxyServerOnSPIFFEFollowsSVIDRotations(t *testing.T) {
 	if !strings.Contains(text, `hotcert_tls_reload_failures_total{component="proxy"} 0`+"\n") {
 		t.Errorf("/metrics: a reload failure:\n%s", grepLines(text, "hotcert_tls_"))
 	}
-	if n := logs.Count("TLS certificate reloaded"); n < 2 {
+	if n := strings.Count(logs.String(), `"msg":"TLS certificate reloaded"`); n < 2 {
 		t.Errorf("%d reload lines for the rotations, want one per rotation:\n%s", n, logs.String())
 	}
 	if strings.Contains(logs.String(), "PRIVATE KEY") {
 		t.Error("key material in the proxy's logs")
+	}
+
+	// The client side on the same agent: a plaintext request to hotcert proxy
+	// client --spiffe-socket reaches python through both proxies, the client
+	// proxy presenting its SVID and verifying the server proxy's.
+	local, localMetrics := freeAddr(t), freeAddr(t)
+	cctx, ccancel := context.WithCancel(ctx)
+	defer ccancel()
+	clientDone := proxyRun(t, cctx, io.Discard, localMetrics, "client", "--mode", "http", "--listen", local,
+		"--target", net.JoinHostPort("localhost", addr[strings.LastIndex(addr, ":")+1:]),
+		"--spiffe-socket", "unix://"+sp.AgentSock, "--allow-spiffe-id", spiretest.WorkloadID)
+	for range 3 {
+		resp, err := http.Get("http://" + local + "/hello.txt")
+		if err != nil {
+			t.Fatalf("through hotcert proxy client: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(b) != "hello from python\n" {
+			t.Fatalf("through hotcert proxy client: %s %q", resp.Status, b)
+		}
+	}
+	ccancel()
+	if err := <-clientDone; err != nil {
+		t.Errorf("hotcert proxy client: %v", err)
 	}
 
 	// A client without an SVID does not get through.
@@ -144,6 +170,9 @@ func TestProxyServerOnSPIFFEFollowsSVIDRotations(t *testing.T) {
 	}
 	if err == nil {
 		t.Error("a client without a certificate got a response")
+	}
+	if _, err := client.Get(url); err != nil {
+		t.Errorf("the proxy no longer serves its clients after the refusal: %v", err)
 	}
 }
 
