@@ -54,7 +54,7 @@ fmt-check:
 k8s-bins:
 	@hack/build-k8s.sh $(K8S_BIN)
 
-## spire-bins: build spire-server and spire-agent (SPIRE, for source/spiffe's tests) from the Go module proxy into .bin/spire.
+## spire-bins: build spire-server and spire-agent (SPIRE, for the tests of source/spiffe and hotcert proxy --spiffe-socket) from the Go module proxy into .bin/spire.
 .PHONY: spire-bins
 spire-bins:
 	@hack/build-spire.sh $(BIN_DIR)/spire

@@ -26,6 +26,8 @@ func newConn(c net.Conn) *conn {
 	return &conn{Conn: c, drainCh: make(chan struct{})}
 }
 
+func (c *conn) netConn() net.Conn { return c.Conn }
+
 func (c *conn) servedIdentity() *hotcert.Material {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -18,6 +18,7 @@ type benchTarget struct{ peer []*x509.Certificate }
 func (b *benchTarget) servedIdentity() *hotcert.Material { return nil }
 func (b *benchTarget) peerChain() []*x509.Certificate    { return b.peer }
 func (b *benchTarget) RemoteAddr() net.Addr              { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+func (b *benchTarget) netConn() net.Conn                 { return nil }
 
 // BenchmarkExpiryDrain10k plans the expiry drains of 10,000 connections whose
 // client certificates share one NotAfter, and runs a fake clock through the window.

@@ -69,6 +69,8 @@ func NewHTTPServer(opts ...Option) *HTTPServer {
 	return h
 }
 
+func (hc *httpConn) netConn() net.Conn { return hc.c }
+
 func (hc *httpConn) servedIdentity() *hotcert.Material { return hc.identity }
 
 func (hc *httpConn) peerChain() []*x509.Certificate {

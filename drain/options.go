@@ -3,6 +3,7 @@ package drain
 import (
 	"io"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/hotcert/hotcert"
@@ -29,6 +30,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 type config struct {
 	identity    Provider
 	window      time.Duration
+	servedBy    func(net.Conn) bool // WithServedBy; nil: every connection
 	trust       Provider
 	trustServer bool     // the trust cut verifies peers as servers (WithServerTrustCut)
 	deny        DenyList // the revocation cut (revocation.go)
@@ -57,6 +59,19 @@ func defaultConfig() config {
 // window (0 drains them all at once).
 func WithIdentityDrain(p Provider, window time.Duration) Option {
 	return optionFunc(func(c *config) { c.identity, c.window = p, window })
+}
+
+// WithServedBy limits the identity drain to the connections for which served
+// reports true: on a server with several identities (chosen per handshake, by SNI)
+// and one policy set per identity, served tells whether a connection's handshake
+// chose this set's identity, so that a rotation of one identity drains only the
+// connections that were served it. served is asked when the identity rotates, with
+// the connection as the server accepted it (the net.Conn given to [Tracker.Track],
+// the *tls.Conn of an [HTTPServer]'s http.Server); for a connection whose handshake
+// has not chosen yet it should report true (the drain then errs on the safe side).
+// The trust cut and the revocation cut are not limited.
+func WithServedBy(served func(c net.Conn) bool) Option {
+	return optionFunc(func(c *config) { c.servedBy = served })
 }
 
 // WithTrustCut drains, promptly, the connections whose peer certificate chain no

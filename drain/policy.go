@@ -19,6 +19,8 @@ type target interface {
 	// certificate).
 	peerChain() []*x509.Certificate
 	RemoteAddr() net.Addr
+	// netConn is the connection as the server accepted it, for WithServedBy.
+	netConn() net.Conn
 }
 
 // policy decides which connections to drain when the material changes and when;
@@ -57,7 +59,7 @@ func (p *policy) identityChanged(prev, next *hotcert.Material) {
 	}
 	var old []target
 	for _, t := range p.conns() {
-		if id := t.servedIdentity(); id != nil && !id.SameIdentity(next) {
+		if id := t.servedIdentity(); id != nil && !id.SameIdentity(next) && p.servedBy(t) {
 			old = append(old, t)
 		}
 	}
@@ -75,6 +77,12 @@ func (p *policy) identityChanged(prev, next *hotcert.Material) {
 			}
 		})
 	}
+}
+
+// servedBy reports whether t's handshake served the identity this policy follows
+// (always, without WithServedBy).
+func (p *policy) servedBy(t target) bool {
+	return p.cfg.servedBy == nil || p.cfg.servedBy(t.netConn())
 }
 
 // trustChanged drains, at once, every connection whose peer chain does not verify

@@ -102,6 +102,8 @@ func (c *Tracked) Done() {
 	c.t.mu.Unlock()
 }
 
+func (c *Tracked) netConn() net.Conn { return c.conn }
+
 func (c *Tracked) servedIdentity() *hotcert.Material { return c.identity }
 
 func (c *Tracked) peerChain() []*x509.Certificate {

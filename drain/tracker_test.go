@@ -75,3 +75,43 @@ func TestTrackerPicksWhatThePoliciesSay(t *testing.T) {
 		t.Errorf("%d drain calls, want 2 (one per connection; none after Close)", calls)
 	}
 }
+
+// WithServedBy limits the identity drain to the connections its function names
+// (those served this policy set's identity); the trust cut still covers all.
+func TestTrackerServedByLimitsTheIdentityDrain(t *testing.T) {
+	ca := hotcerttest.MustNewCA()
+	id := hotcert.NewStore(material(t, ca.MustIssue(), ca))
+	trust := hotcert.NewStore(material(t, ca.MustIssue(), ca))
+	mine, other := net.Pipe()
+	t.Cleanup(func() { mine.Close(); other.Close() })
+	var mu sync.Mutex
+	drained := map[net.Conn]bool{}
+	tr := drain.NewTracker(func(c *drain.Tracked, prompt bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		drained[c.Conn()] = prompt
+	}, drain.WithIdentityDrain(id, 0), drain.WithTrustCut(trust), drain.WithServedBy(func(c net.Conn) bool { return c == mine }))
+	defer tr.Close()
+	tr.Track(mine)
+	tOther := tr.Track(other)
+	tOther.SetPeer([]*x509.Certificate{hotcerttest.MustNewCA().MustIssue().Cert})
+	id.Set(material(t, ca.MustIssue(), ca))
+	testutil.WaitFor(t, "the identity drain of the connection served the identity", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		_, ok := drained[mine]
+		return ok
+	})
+	mu.Lock()
+	_, otherDrained := drained[other]
+	mu.Unlock()
+	if otherDrained {
+		t.Fatal("the identity drain took a connection served another identity")
+	}
+	trust.Set(material(t, ca.MustIssue(), ca, hotcerttest.MustNewCA())) // other's peer is still untrusted
+	testutil.WaitFor(t, "the trust cut of the other connection", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return drained[other]
+	})
+}

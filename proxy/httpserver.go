@@ -9,6 +9,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,16 +24,18 @@ type httpServer struct {
 	srv    *http.Server
 	drains []*drain.HTTPServer
 	h1     *http.Transport
+	h1d    *h1Direct
 	h2c    *http.Transport
 	open   atomic.Int64
 	peers  peerSet // the verified clients of the open connections
 }
 
 func newHTTPServer(s *Server) *httpServer {
-	h := &httpServer{s: s, h1: backendTransport(s.target, false), h2c: backendTransport(s.target, true)}
+	h := &httpServer{s: s, h1: backendTransport(s.target, false), h2c: backendTransport(s.target, true), h1d: &h1Direct{target: s.target, max: 256}}
 	rp := &httputil.ReverseProxy{
-		Rewrite:   h.rewrite,
-		Transport: h,
+		Rewrite:    h.rewrite,
+		Transport:  h,
+		BufferPool: copyBuffers, // without a pool, every response allocates (and clears) 32 KiB
 		// FlushInterval 0: ReverseProxy flushes every write of a response without
 		// a length (gRPC, server-sent events, any stream) at once, and buffers
 		// the others (measured: -1 costs small responses a flush each).
@@ -54,16 +57,30 @@ func newHTTPServer(s *Server) *httpServer {
 		},
 	}
 	h.trackPeers()
-	// One policy set per identity: a rotation of any identity drains the
-	// connections opened before it (a drain.HTTPServer records its own provider's
-	// certificate at accept, whatever the SNI); the trust and revocation cuts run once.
+	// One policy set per identity: a rotation of an identity drains the
+	// connections its handshakes served before it (servedBy); the trust and
+	// revocation cuts run once, over every connection.
 	for i, p := range s.ids {
-		d := drain.NewHTTPServer(s.drainOptions(p, i == 0)...)
+		d := drain.NewHTTPServer(append(s.drainOptions(p, i == 0), s.servedBy(i))...)
 		d.Wrap(h.srv)
 		h.drains = append(h.drains, d)
 	}
 	return h
 }
+
+// copyBuffers are ReverseProxy's response copy buffers, shared by every Server.
+var copyBuffers = &bufferPool{}
+
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if buf, ok := b.p.Get().(*[]byte); ok {
+		return *buf
+	}
+	return make([]byte, 32<<10) // ReverseProxy's own size
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 
 // backendTransport dials the backend in plaintext, HTTP/1.1 or h2c.
 func backendTransport(t Target, h2c bool) *http.Transport {
@@ -72,6 +89,9 @@ func backendTransport(t Target, h2c bool) *http.Transport {
 		MaxIdleConns:        256,
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
+		// The client's Accept-Encoding goes to the backend as sent: the transport
+		// neither adds gzip nor decompresses (a proxy passes bodies through).
+		DisableCompression: true,
 	}
 	if h2c {
 		var p http.Protocols
@@ -87,6 +107,9 @@ func (h *httpServer) RoundTrip(r *http.Request) (*http.Response, error) {
 	if h.s.cfg.backendH2C || r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
 		return h.h2c.RoundTrip(r)
 	}
+	if h.h1d.direct(r) {
+		return h.h1d.RoundTrip(r)
+	}
 	return h.h1.RoundTrip(r)
 }
 
@@ -100,10 +123,11 @@ func (h *httpServer) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(&u)
 	pr.Out.Host = pr.In.Host // the backend sees the name the client asked for
 	pr.SetXForwarded()
-	// Never forward a client's own claim of who it is: only the proxy's.
-	pr.Out.Header.Del(DefaultPeerHeader)
+	// Never forward a client's own claim of who it is: only the proxy's. (The
+	// names are canonical: deleting from the map skips canonicalizing them.)
+	delete(pr.Out.Header, DefaultPeerHeader)
 	if name := h.s.cfg.peerHeader; name != "" {
-		pr.Out.Header.Del(name)
+		delete(pr.Out.Header, name)
 		if pr.In.TLS != nil && len(pr.In.TLS.PeerCertificates) > 0 {
 			pr.Out.Header.Set(name, peerHeaderValue(pr.In.TLS.PeerCertificates[0]))
 		}
@@ -123,6 +147,7 @@ func (h *httpServer) shutdown(ctx context.Context) error {
 		d.Close()
 	}
 	h.h1.CloseIdleConnections()
+	h.h1d.closeIdle()
 	h.h2c.CloseIdleConnections()
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"time"
 
 	"github.com/hotcert/hotcert"
@@ -114,7 +115,7 @@ func WithPeerHeader(name string) Option {
 		if name == "" {
 			name = DefaultPeerHeader
 		}
-		c.peerHeader = name
+		c.peerHeader = http.CanonicalHeaderKey(name) // the form the header map holds
 	})
 }
 

@@ -34,8 +34,9 @@ var ErrServerClosed = errors.New("proxy: server closed")
 // NewServer returns a Server that serves the identities ids (one provider per
 // certificate, chosen per handshake by SNI as tlsconfig.IdentitiesServerConfig
 // chooses; the first is the default) and forwards to target. Each provider that
-// is a [drain.Provider] (a *hotcert.Reloader is one) drains the connections opened
-// under its previous certificate when it rotates.
+// is a [drain.Provider] (a *hotcert.Reloader is one) drains the connections it
+// served under its previous certificate when it rotates; the connections served
+// the other identities stay.
 func NewServer(target Target, ids []hotcert.Provider, opts ...Option) (*Server, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
@@ -61,6 +62,9 @@ func NewServer(target Target, ids []hotcert.Provider, opts ...Option) (*Server, 
 		return nil, errDenyWithoutTrust
 	}
 	s.tls = tlsconfig.IdentitiesServerConfig(ids, append([]tlsconfig.Option{tlsconfig.WithBase(base), tlsconfig.WithTrust(cfg.trust)}, cfg.denyTLS()...)...)
+	if len(ids) > 1 {
+		s.recordChoice(s.tls) // identities.go
+	}
 	switch cfg.mode {
 	case ModeHTTP:
 		s.http = newHTTPServer(s)
@@ -90,6 +94,9 @@ func (s *Server) drainOptions(p hotcert.Provider, first bool) []drain.Option {
 // Serve accepts connections on ln (a plain listener: the Server does the TLS)
 // until Shutdown. It returns ErrServerClosed after Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
+	if len(s.ids) > 1 {
+		ln = servedListener{ln} // identities.go
+	}
 	s.serving.Store(true)
 	defer s.serving.Store(false)
 	if s.http != nil {

@@ -49,7 +49,7 @@ func newTCPServer(cfg *config, target string, front func(net.Conn) net.Conn, dia
 func newServerTCP(s *Server) *tcpServer {
 	var policies [][]drain.Option
 	for i, p := range s.ids {
-		policies = append(policies, s.drainOptions(p, i == 0))
+		policies = append(policies, append(s.drainOptions(p, i == 0), s.servedBy(i)))
 	}
 	front := func(raw net.Conn) net.Conn { return tls.Server(raw, s.tls) }
 	return newTCPServer(&s.cfg, s.target.String(), front, s.dialBackend, policies)

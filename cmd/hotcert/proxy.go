@@ -26,6 +26,7 @@ type proxyFlags struct {
 	listen, target, mode        string
 	certFiles, keyFiles         []string
 	bundles                     []string
+	spiffe                      spiffeFlags // proxyspiffe.go
 	caFile                      string
 	allowDNS, allowURI, allowID []string
 	allowAll                    bool
@@ -59,6 +60,7 @@ func (f *proxyFlags) addCommon(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&f.certFiles, "cert-file", nil, "certificate chain file (PEM, leaf first); repeat with --key-file for several identities, chosen by SNI (the first is the default)")
 	fl.StringArrayVar(&f.keyFiles, "key-file", nil, "private key file (PEM) of the --cert-file of the same position")
 	fl.StringArrayVar(&f.bundles, "credential-bundle", nil, "file holding a private key and its certificate chain (a podCertificate volume's credentialBundlePath); repeatable, after the --cert-file identities")
+	f.spiffe.add(fl)
 	fl.StringSliceVar(&f.allowDNS, "allow-dns", nil, "allow peers whose certificate has this DNS SAN (repeatable)")
 	fl.StringSliceVar(&f.allowURI, "allow-uri", nil, "allow peers whose certificate has this URI SAN (repeatable)")
 	fl.StringSliceVar(&f.allowID, "allow-spiffe-id", nil, "allow peers with this SPIFFE ID, or any ID of the trust domain given as spiffe://domain (repeatable)")
@@ -239,7 +241,7 @@ func runProxy(ctx context.Context, g *globals, f *proxyFlags, server bool) error
 	served := make(chan error, 1)
 	go func() { served <- p.Serve(ln) }()
 	log.Info("proxy listening", "side", map[bool]string{true: "server", false: "client"}[server], "mode", f.mode,
-		"addr", ln.Addr().String(), "target", f.target, f.metricsLbl, f.component, "mtls", f.caFile != "" || !server,
+		"addr", ln.Addr().String(), "target", f.target, f.metricsLbl, f.component, "mtls", f.caFile != "" || f.spiffe.socket != "" || !server,
 		"identities", len(ids), "drain_window", f.drainWindow.String())
 	select {
 	case err = <-served:
@@ -288,21 +290,25 @@ func proxyHealth(p proxyRunner, deny *revocation.Reloader) http.Handler {
 }
 
 func (f *proxyFlags) check(server bool) error {
+	if err := f.spiffe.check(f); err != nil {
+		return err
+	}
+	spiffe := f.spiffe.socket != ""
 	switch {
 	case f.target == "":
 		return errors.New("--target is required: " + map[bool]string{true: "the program's plaintext address, host:port or unix:///path", false: "the remote TLS service, host:port"}[server])
 	case len(f.certFiles) != len(f.keyFiles):
 		return fmt.Errorf("--cert-file and --key-file go in pairs: %d certificate files, %d key files", len(f.certFiles), len(f.keyFiles))
-	case server && len(f.certFiles)+len(f.bundles) == 0:
-		return errors.New("--cert-file and --key-file (or --credential-bundle) are required: the certificate the proxy serves")
-	case !server && f.caFile == "":
-		return errors.New("--ca-file is required: the CA bundle the remote's certificate is verified against")
-	case server && f.caFile == "" && (f.allowAll || len(f.allowDNS)+len(f.allowURI)+len(f.allowID) > 0):
+	case server && len(f.certFiles)+len(f.bundles) == 0 && !spiffe:
+		return errors.New("--cert-file and --key-file (or --credential-bundle, or --spiffe-socket) are required: the certificate the proxy serves")
+	case !server && f.caFile == "" && !spiffe:
+		return errors.New("--ca-file is required (or --spiffe-socket): the CA bundle the remote's certificate is verified against")
+	case server && f.caFile == "" && !spiffe && (f.allowAll || len(f.allowDNS)+len(f.allowURI)+len(f.allowID) > 0):
 		return errors.New("--allow-* need --ca-file: clients are authorized by their certificates")
-	case server && f.caFile == "" && (f.deny.list != "" || f.deny.crl != ""):
+	case server && f.caFile == "" && !spiffe && (f.deny.list != "" || f.deny.crl != ""):
 		return errProxyDenyWithoutCA
-	case server && f.caFile != "" && !f.allowAll && len(f.allowDNS)+len(f.allowURI)+len(f.allowID) == 0:
-		return errors.New("--ca-file needs --allow-dns, --allow-uri, --allow-spiffe-id or --allow-all: which clients may connect")
+	case server && (f.caFile != "" || spiffe) && !f.allowAll && len(f.allowDNS)+len(f.allowURI)+len(f.allowID) == 0:
+		return errors.New(map[bool]string{false: "--ca-file", true: "--spiffe-socket"}[spiffe] + " needs --allow-dns, --allow-uri, --allow-spiffe-id or --allow-all: which clients may connect")
 	}
 	return nil
 }
@@ -317,6 +323,13 @@ type proxyReloaders struct {
 
 func (rs *proxyReloaders) load(ctx context.Context) (ids []hotcert.Provider, trust hotcert.Provider, err error) {
 	f := rs.f
+	if f.spiffe.socket != "" { // one reloader for the SVID and the bundle
+		r, err := rs.followSPIFFE(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		return []hotcert.Provider{r}, r, nil
+	}
 	var srcs []file.Option
 	var flags []flagFiles
 	for i := range f.certFiles {

@@ -430,6 +430,13 @@ func TestProxyStartupErrors(t *testing.T) {
 		{[]string{"server", "--target", "nowhere", "--cert-file", crt, "--key-file", key}, "--target"},
 		{[]string{"client", "--target", "127.0.0.1:1"}, "--ca-file is required"},
 		{[]string{"client", "--target", "127.0.0.1:1", "--ca-file", bundle, "--peer-header", "X-Id"}, "unknown flag: --peer-header"},
+		{[]string{"server", "--target", "127.0.0.1:1", "--spiffe-socket", "/run/agent.sock", "--allow-all"}, "--spiffe-socket \"/run/agent.sock\": want unix://"},
+		{[]string{"server", "--target", "127.0.0.1:1", "--spiffe-socket", "unix:///run/agent.sock", "--cert-file", crt, "--key-file", key, "--allow-all"}, "--spiffe-socket gives the certificate and the CA bundle"},
+		{[]string{"client", "--target", "127.0.0.1:1", "--spiffe-socket", "unix:///run/agent.sock", "--ca-file", bundle}, "--spiffe-socket gives the certificate and the CA bundle"},
+		{[]string{"server", "--target", "127.0.0.1:1", "--spiffe-socket", "unix:///run/agent.sock"}, "--spiffe-socket needs --allow-dns"},
+		// No agent on the socket: the Workload API is unavailable until the wait ends.
+		{[]string{"server", "--target", "127.0.0.1:1", "--spiffe-socket", "unix://" + filepath.Join(t.TempDir(), "agent.sock"), "--allow-all",
+			"--spiffe-initial-wait", "200ms"}, "the Workload API is unavailable (is the agent running?)"},
 	} {
 		// No deadline on the command: it must return on its own.
 		done := make(chan error, 1)

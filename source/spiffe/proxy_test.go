@@ -10,6 +10,7 @@ import (
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/internal/spiretest"
 	"github.com/hotcert/hotcert/proxy"
 	"github.com/hotcert/hotcert/source/spiffe"
 	"github.com/hotcert/hotcert/tlsconfig"
@@ -20,18 +21,18 @@ import (
 // the trust domain's bundle, and lets in the workload's own SPIFFE ID while a
 // client of another CA, and an ID outside the allow list, are refused.
 func TestSPIREProxyServesTheSVID(t *testing.T) {
-	sp := startSPIRE(t)
+	sp := spiretest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sp.registerWorkload()
-	src, err := spiffe.New(ctx, spiffe.WithAddr("unix://"+sp.agentSock))
+	sp.RegisterWorkload()
+	src, err := spiffe.New(ctx, spiffe.WithAddr("unix://"+sp.AgentSock))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer src.Close()
 	r, err := hotcert.New(ctx, src, hotcert.WithInitialWait(time.Minute), hotcert.WithPollInterval(0))
 	if err != nil {
-		t.Fatalf("first load: %v\nagent log:\n%s", err, sp.agent.log())
+		t.Fatalf("first load: %v\nagent log:\n%s", err, sp.AgentLog())
 	}
 	go r.Start(ctx)
 	defer r.Close()
@@ -86,14 +87,14 @@ func TestSPIREProxyServesTheSVID(t *testing.T) {
 		}
 		return cfg
 	}
-	if err := dial(serve(spireWorkloadID), svid()); err != nil {
+	if err := dial(serve(spiretest.WorkloadID), svid()); err != nil {
 		t.Fatalf("the workload's SVID was refused: %v", err)
 	}
 	if err := dial(serve("spiffe://example.org/someone-else"), svid()); err == nil {
 		t.Fatal("an SVID outside the allow list got through")
 	}
-	other := hotcerttest.MustNewCA().MustIssue(hotcerttest.WithURIs(spireWorkloadID))
-	if err := dial(serve(spireWorkloadID), &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{other.TLSCertificate()}}); err == nil {
+	other := hotcerttest.MustNewCA().MustIssue(hotcerttest.WithURIs(spiretest.WorkloadID))
+	if err := dial(serve(spiretest.WorkloadID), &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{other.TLSCertificate()}}); err == nil {
 		t.Fatal("a certificate of another CA, naming the same ID, got through")
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/backoff"
 
 	"github.com/hotcert/hotcert"
+	"github.com/hotcert/hotcert/internal/spiretest"
 	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/metrics"
 	"github.com/hotcert/hotcert/source/spiffe"
@@ -39,7 +40,7 @@ func (fastRetry) Reset()                            {}
 // is gone (one log line, one failure, however many reads), and recovers when the
 // agent is back.
 func TestSPIREFollowsRotationAndAgentRestart(t *testing.T) {
-	sp := startSPIRE(t)
+	sp := spiretest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -49,7 +50,7 @@ func TestSPIREFollowsRotationAndAgentRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs testutil.LogBuffer
-	src, err := spiffe.New(ctx, spiffe.WithAddr("unix://"+sp.agentSock), spiffe.WithClientOptions(
+	src, err := spiffe.New(ctx, spiffe.WithAddr("unix://"+sp.AgentSock), spiffe.WithClientOptions(
 		workloadapi.WithBackoffStrategy(fastRetry(100*time.Millisecond)),
 		workloadapi.WithDialOptions(grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff: backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, MaxDelay: 200 * time.Millisecond}})),
@@ -58,7 +59,7 @@ func TestSPIREFollowsRotationAndAgentRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	if want := "SPIFFE Workload API unix://" + sp.agentSock; src.String() != want {
+	if want := "SPIFFE Workload API unix://" + sp.AgentSock; src.String() != want {
 		t.Fatalf("String() = %q, want %q", src, want)
 	}
 	// Before the workload has a registration entry, the agent issues nothing.
@@ -66,7 +67,7 @@ func TestSPIREFollowsRotationAndAgentRestart(t *testing.T) {
 		_, err := src.Read(ctx)
 		return hotcert.ReasonOf(err) == hotcert.ReasonMissing && strings.Contains(err.Error(), "no X.509-SVID issued to this workload")
 	})
-	sp.registerWorkload()
+	sp.RegisterWorkload()
 
 	// No polling: every re-read after the first load comes from Watch.
 	r, err := hotcert.New(ctx, src, hotcert.WithComponent("spiffe"), hotcert.WithObserver(rec),
@@ -75,7 +76,7 @@ func TestSPIREFollowsRotationAndAgentRestart(t *testing.T) {
 		hotcert.WithSettle(0), hotcert.WithPollInterval(0),
 		hotcert.WithValidation(hotcert.WithRequireIdentity(), hotcert.WithRequireTrust(), hotcert.WithChainToOwnTrust()))
 	if err != nil {
-		t.Fatalf("first load: %v\nagent log:\n%s", err, sp.agent.log())
+		t.Fatalf("first load: %v\nagent log:\n%s", err, sp.AgentLog())
 	}
 	started := make(chan error, 1)
 	go func() { started <- r.Start(ctx) }()
@@ -87,10 +88,10 @@ func TestSPIREFollowsRotationAndAgentRestart(t *testing.T) {
 	}()
 
 	m := r.Current()
-	if uris := m.Leaf().URIs; len(uris) != 1 || uris[0].String() != spireWorkloadID {
-		t.Fatalf("serving %v, want the SVID %s", uris, spireWorkloadID)
+	if uris := m.Leaf().URIs; len(uris) != 1 || uris[0].String() != spiretest.WorkloadID {
+		t.Fatalf("serving %v, want the SVID %s", uris, spiretest.WorkloadID)
 	}
-	if !strings.Contains(m.Source(), spireWorkloadID) {
+	if !strings.Contains(m.Source(), spiretest.WorkloadID) {
 		t.Fatalf("Material.Source() = %q does not name the SPIFFE ID", m.Source())
 	}
 
@@ -102,7 +103,7 @@ func TestSPIREFollowsRotationAndAgentRestart(t *testing.T) {
 		{func([]*x509svid.SVID) *x509svid.SVID { return nil }, "none of the workload's 1 X.509-SVIDs was chosen"},
 		{func(s []*x509svid.SVID) *x509svid.SVID { return s[len(s)-1] }, ""},
 	} {
-		picked, err := spiffe.New(ctx, spiffe.WithAddr("unix://"+sp.agentSock), spiffe.WithSVIDPicker(tc.pick))
+		picked, err := spiffe.New(ctx, spiffe.WithAddr("unix://"+sp.AgentSock), spiffe.WithSVIDPicker(tc.pick))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +114,7 @@ func TestSPIREFollowsRotationAndAgentRestart(t *testing.T) {
 			t.Fatalf("picker choosing nothing: %v, want %q", err, tc.want)
 		case tc.want == "" && err != nil:
 			t.Fatalf("picker choosing the last SVID: %v", err)
-		case tc.want == "" && !strings.Contains(c.Cert.Name, spireWorkloadID):
+		case tc.want == "" && !strings.Contains(c.Cert.Name, spiretest.WorkloadID):
 			t.Fatalf("picker choosing the last SVID read %q", c.Cert.Name)
 		}
 	}
@@ -167,7 +168,7 @@ func TestSPIREFollowsRotationAndAgentRestart(t *testing.T) {
 
 	// The agent goes away: the last good SVID keeps serving, and the outage is
 	// one failure however often the source is read.
-	sp.stopAgent()
+	sp.StopAgent()
 	waitUntil(t, 30*time.Second, "the outage to be reported", func() bool { return r.Status().Failures > 0 })
 	lastGood := r.Current()
 	if got := served("agent gone"); got.Cmp(lastGood.Leaf().SerialNumber) != 0 {
@@ -191,7 +192,7 @@ func TestSPIREFollowsRotationAndAgentRestart(t *testing.T) {
 
 	// The agent comes back (its own SVID from disk, no new token): the stream
 	// reconnects, the failure clears, and SVIDs flow again.
-	sp.startAgent()
+	sp.StartAgent()
 	waitUntil(t, time.Minute, "the source to recover", func() bool {
 		st := r.Status()
 		return st.LastError == nil && r.Current() != lastGood

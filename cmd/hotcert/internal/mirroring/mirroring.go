@@ -39,13 +39,17 @@ type Config struct {
 	// ReloadOptions apply to the material and the password file alike (poll
 	// interval, settle window, component and its log key).
 	ReloadOptions []hotcert.ReloadOption
+	// Now is the clock Status judges the directory's validity by (default
+	// time.Now).
+	Now func() time.Time
 }
 
 // Mirroring is a running `hotcert mirror`.
 type Mirroring struct {
-	r  *hotcert.Reloader
-	m  *mirror.Mirror
-	wg sync.WaitGroup
+	now func() time.Time
+	r   *hotcert.Reloader
+	m   *mirror.Mirror
+	wg  sync.WaitGroup
 }
 
 // New loads the material, writes it into cfg.Dir and returns the process ready
@@ -93,7 +97,11 @@ func New(ctx context.Context, cfg Config) (*Mirroring, error) {
 		r.Close()
 		return nil, err
 	}
-	return &Mirroring{r: r, m: m}, nil
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Mirroring{now: now, r: r, m: m}, nil
 }
 
 // Run follows the material and the password file until ctx is done.
@@ -170,8 +178,8 @@ func (p *Mirroring) Status() Status {
 		at := ms.LastErrorAt.UTC()
 		st.Mirror.LastError, st.Mirror.LastErrorAt = ms.LastError.Error(), &at
 	}
-	now := time.Now()
-	st.Healthy = ms.Generation > 0 && !now.Before(ms.NotBefore) && now.Before(ms.NotAfter)
+	now := p.now()
+	st.Healthy = ms.Generation > 0 && !now.Before(ms.NotBefore) && !now.After(ms.NotAfter) // both inclusive, as in validation
 	return st
 }
 

@@ -1,4 +1,9 @@
-package spiffe_test
+// Package spiretest runs a real SPIRE server and agent for tests: the binaries
+// hack/build-spire.sh builds from the Go module proxy (make test builds them
+// first), join-token node attestation, and a unix-socket Workload API in a
+// temporary directory. It serves the tests of every module of the workspace that
+// need a Workload API (source/spiffe, the hotcert CLI).
+package spiretest
 
 import (
 	"bytes"
@@ -15,23 +20,20 @@ import (
 	"time"
 )
 
-// A real SPIRE server and agent, built from the Go module proxy by
-// hack/build-spire.sh (make test builds them first), run with join-token node
-// attestation and a unix-socket Workload API in a temporary directory.
-
+// The trust domain, the agent's and the workload's SPIFFE IDs.
 const (
-	spireTrustDomain = "example.org"
-	spireHostID      = "spiffe://example.org/host"
-	spireWorkloadID  = "spiffe://example.org/workload"
-	// spireSVIDTTL is the workload SVID's lifetime. SPIRE backdates NotBefore by
+	TrustDomain = "example.org"
+	HostID      = "spiffe://example.org/host"
+	WorkloadID  = "spiffe://example.org/workload"
+	// SVIDTTL is the workload SVID's lifetime. SPIRE backdates NotBefore by
 	// 10s and the agent renews at half the lifetime, so a 20s TTL rotates the
 	// SVID about every 5s: the test sees real rotations without waiting long.
-	spireSVIDTTL = 20
+	SVIDTTL = 20
 )
 
-// spireBinDir returns where hack/build-spire.sh put the binaries:
+// BinDir returns where hack/build-spire.sh put the binaries:
 // HOTCERT_SPIRE_BIN, or .bin/spire at the root of the repository.
-func spireBinDir(t *testing.T) string {
+func BinDir(t testing.TB) string {
 	t.Helper()
 	if d := os.Getenv("HOTCERT_SPIRE_BIN"); d != "" {
 		return d
@@ -52,19 +54,24 @@ func spireBinDir(t *testing.T) string {
 	}
 }
 
-type spire struct {
-	t                     *testing.T
-	bin, dir              string
-	serverSock, agentSock string
-	port                  int
-	server, agent         *spireProc
+// SPIRE is a running SPIRE server and agent, stopped at the end of the test.
+type SPIRE struct {
+	// AgentSock is the path of the agent's Workload API socket (its address is
+	// "unix://" + AgentSock).
+	AgentSock string
+
+	t             testing.TB
+	bin, dir      string
+	serverSock    string
+	port          int
+	server, agent *proc
 }
 
-// startSPIRE starts a SPIRE server and an agent attested with a join token as
-// spiffe://example.org/host. No workload is registered yet (registerWorkload).
-func startSPIRE(t *testing.T) *spire {
+// Start starts a SPIRE server and an agent attested with a join token as
+// HostID. No workload is registered yet (RegisterWorkload).
+func Start(t testing.TB) *SPIRE {
 	t.Helper()
-	bin := spireBinDir(t)
+	bin := BinDir(t)
 	for _, b := range []string{"spire-server", "spire-agent"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
 			t.Fatalf("SPIRE binary missing (%v): run `make spire-bins` (hack/build-spire.sh .bin/spire) first", err)
@@ -76,8 +83,8 @@ func startSPIRE(t *testing.T) *spire {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	s := &spire{t: t, bin: bin, dir: dir, port: freePort(t),
-		serverSock: filepath.Join(dir, "server.sock"), agentSock: filepath.Join(dir, "agent.sock")}
+	s := &SPIRE{t: t, bin: bin, dir: dir, port: freePort(t),
+		serverSock: filepath.Join(dir, "server.sock"), AgentSock: filepath.Join(dir, "agent.sock")}
 
 	s.write("server.conf", fmt.Sprintf(`
 server {
@@ -104,7 +111,7 @@ plugins {
 		plugin_data {}
 	}
 }
-`, s.port, s.serverSock, spireTrustDomain, filepath.Join(dir, "server-data"), filepath.Join(dir, "server-data", "datastore.sqlite3")))
+`, s.port, s.serverSock, TrustDomain, filepath.Join(dir, "server-data"), filepath.Join(dir, "server-data", "datastore.sqlite3")))
 	// The agent keeps its own SVID and key on disk, so a restarted agent comes back
 	// without a new join token (tokens are single-use). It syncs with the server
 	// every second, so it renews workload SVIDs at their half-life, not 5s later.
@@ -134,12 +141,12 @@ plugins {
 		plugin_data {}
 	}
 }
-`, filepath.Join(dir, "agent-data"), s.port, s.agentSock, spireTrustDomain, filepath.Join(dir, "agent-data")))
+`, filepath.Join(dir, "agent-data"), s.port, s.AgentSock, TrustDomain, filepath.Join(dir, "agent-data")))
 
 	s.server = s.start("spire-server", "run", "-config", filepath.Join(dir, "server.conf"))
 	s.waitHealthy("spire-server", "-socketPath", s.serverSock)
 
-	out := s.run("spire-server", "token", "generate", "-socketPath", s.serverSock, "-spiffeID", spireHostID, "-ttl", "600")
+	out := s.run("spire-server", "token", "generate", "-socketPath", s.serverSock, "-spiffeID", HostID, "-ttl", "600")
 	token, ok := strings.CutPrefix(strings.TrimSpace(out), "Token: ")
 	if !ok || token == "" {
 		t.Fatalf("spire-server token generate printed %q", out)
@@ -148,31 +155,38 @@ plugins {
 	return s
 }
 
-// registerWorkload registers this process (by its uid) as the workload
-// spiffe://example.org/workload, with DNS name localhost and a short SVID TTL.
-func (s *spire) registerWorkload() {
+// RegisterWorkload registers the processes of this uid (the test and the
+// programs it starts) as the workload WorkloadID, with DNS name localhost and
+// an SVID TTL of SVIDTTL seconds.
+func (s *SPIRE) RegisterWorkload() {
 	s.t.Helper()
 	s.run("spire-server", "entry", "create", "-socketPath", s.serverSock,
-		"-parentID", spireHostID, "-spiffeID", spireWorkloadID,
+		"-parentID", HostID, "-spiffeID", WorkloadID,
 		"-selector", fmt.Sprintf("unix:uid:%d", os.Getuid()),
-		"-dns", "localhost", "-x509SVIDTTL", fmt.Sprint(spireSVIDTTL))
+		"-dns", "localhost", "-x509SVIDTTL", fmt.Sprint(SVIDTTL))
 }
 
-// startAgent starts the agent and waits until its Workload API answers.
-func (s *spire) startAgent(extra ...string) {
+// StartAgent starts the agent again after StopAgent (it keeps its own SVID on
+// disk: no new join token) and waits until its Workload API answers.
+func (s *SPIRE) StartAgent() { s.startAgent() }
+
+func (s *SPIRE) startAgent(extra ...string) {
 	s.t.Helper()
 	s.agent = s.start("spire-agent", append([]string{"run", "-config", filepath.Join(s.dir, "agent.conf")}, extra...)...)
-	s.waitHealthy("spire-agent", "-socketPath", s.agentSock)
+	s.waitHealthy("spire-agent", "-socketPath", s.AgentSock)
 }
 
-// stopAgent stops the agent (SIGTERM, as a rolling restart does) and waits until
+// StopAgent stops the agent (SIGTERM, as a rolling restart does) and waits until
 // it has exited.
-func (s *spire) stopAgent() {
+func (s *SPIRE) StopAgent() {
 	s.t.Helper()
 	s.agent.stop(s.t)
 }
 
-func (s *spire) write(name, content string) {
+// AgentLog returns what the agent logged so far.
+func (s *SPIRE) AgentLog() string { return s.agent.log() }
+
+func (s *SPIRE) write(name, content string) {
 	s.t.Helper()
 	if err := os.WriteFile(filepath.Join(s.dir, name), []byte(content), 0o600); err != nil {
 		s.t.Fatal(err)
@@ -180,7 +194,7 @@ func (s *spire) write(name, content string) {
 }
 
 // run runs a SPIRE command to completion and returns its standard output.
-func (s *spire) run(bin string, args ...string) string {
+func (s *SPIRE) run(bin string, args ...string) string {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -195,7 +209,7 @@ func (s *spire) run(bin string, args ...string) string {
 
 // waitHealthy runs "bin healthcheck" until it succeeds (SPIRE's own readiness
 // check), failing after a minute: the first start on a busy machine is slow.
-func (s *spire) waitHealthy(bin string, args ...string) {
+func (s *SPIRE) waitHealthy(bin string, args ...string) {
 	s.t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -211,15 +225,15 @@ func (s *spire) waitHealthy(bin string, args ...string) {
 	}
 }
 
-// spireProc is a running SPIRE daemon; its output goes to a log file in the
+// proc is a running SPIRE daemon; its output goes to a log file in the
 // test's directory, shown when the test fails.
-type spireProc struct {
+type proc struct {
 	cmd     *exec.Cmd
 	logPath string
 	exited  chan struct{}
 }
 
-func (s *spire) start(bin string, args ...string) *spireProc {
+func (s *SPIRE) start(bin string, args ...string) *proc {
 	s.t.Helper()
 	logPath := filepath.Join(s.dir, fmt.Sprintf("%s-%d.log", bin, time.Now().UnixNano()))
 	logFile, err := os.Create(logPath)
@@ -231,7 +245,7 @@ func (s *spire) start(bin string, args ...string) *spireProc {
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("starting %s: %v", bin, err)
 	}
-	p := &spireProc{cmd: cmd, logPath: logPath, exited: make(chan struct{})}
+	p := &proc{cmd: cmd, logPath: logPath, exited: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		logFile.Close()
@@ -247,7 +261,7 @@ func (s *spire) start(bin string, args ...string) *spireProc {
 }
 
 // stop sends SIGTERM and waits for the process to exit (SIGKILL after 30s).
-func (p *spireProc) stop(t *testing.T) {
+func (p *proc) stop(t testing.TB) {
 	select {
 	case <-p.exited:
 		return
@@ -264,7 +278,7 @@ func (p *spireProc) stop(t *testing.T) {
 	}
 }
 
-func (p *spireProc) log() string {
+func (p *proc) log() string {
 	if p == nil {
 		return "(not started)"
 	}
@@ -275,7 +289,7 @@ func (p *spireProc) log() string {
 	return string(b)
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
