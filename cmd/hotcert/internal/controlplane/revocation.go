@@ -29,9 +29,10 @@ func (s *Server) loadDenyList() error {
 			opts = append(opts, ro)
 		}
 	}
+	var m *metrics.DenyList
 	if s.cfg.Registerer != nil {
-		m, err := metrics.NewDenyList(s.cfg.Registerer, s.cfg.MetricsOptions...)
-		if err != nil {
+		var err error
+		if m, err = metrics.NewDenyList(s.cfg.Registerer, s.cfg.MetricsOptions...); err != nil {
 			return fmt.Errorf("controlplane: %w", err)
 		}
 		opts = append(opts, revocation.WithObserver(m))
@@ -40,7 +41,23 @@ func (s *Server) loadDenyList() error {
 	if s.deny, err = revocation.New(s.reloadCtx, s.cfg.DenyList, s.clientCA, opts...); err != nil {
 		return fmt.Errorf("controlplane: deny list: %w", err)
 	}
+	if m != nil {
+		// The count /healthz's denied_connections says, at each scrape: what the
+		// census reads to prove no connection of a revoked certificate is left.
+		m.CountDenied(s.cfg.Component+"_deny_list", func() int { return s.deniedConns(s.deny.Current()) })
+	}
 	return nil
+}
+
+// deniedConns counts the open agent connections whose verified peer chain l denies.
+func (s *Server) deniedConns(l *revocation.List) int {
+	n := 0
+	s.peers.each(func(chain []*x509.Certificate) {
+		if l.Check(chain) != nil {
+			n++
+		}
+	})
+	return n
 }
 
 // DenyList returns the deny list's reloader, or nil without Config.DenyList.

@@ -207,6 +207,10 @@ func TestRevokeOneAgentOfMany(t *testing.T) {
 			dl.Connections != revocationFleet-len(gone) || dl.Serial == nil || !dl.Serial.Revoked && step.name != "spki" || dl.Serial.Connections != 0 {
 			t.Errorf("%s: /healthz deny_list = %+v (serial %+v)", step.name, dl, dl.Serial)
 		}
+		// The metric the census reads says what /healthz says.
+		if v := metricValue(t, r.reg, "hotcert_tls_deny_list_denied_connections", map[string]string{"component": "agent_grpc_deny_list"}); dl == nil || v != float64(dl.DeniedConnections) {
+			t.Errorf("%s: hotcert_tls_deny_list_denied_connections = %v, /healthz denied_connections %+v", step.name, v, dl)
+		}
 	}
 	if n := r.logs.Count("closing connection: peer certificate revoked"); n != 3 {
 		t.Errorf("%d cut lines, want 3", n)
