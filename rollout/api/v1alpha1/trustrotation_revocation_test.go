@@ -3,13 +3,16 @@ package v1alpha1_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
 )
@@ -139,4 +142,31 @@ func TestRevocationDeepCopy(t *testing.T) {
 	if after, _ := json.Marshal(r); string(before) != string(after) {
 		t.Fatalf("changing the copy changed the original:\n%s\n%s", before, after)
 	}
+}
+
+// TestDocsRevocationExampleIsAccepted: the TrustRotation with spec.revocation
+// that docs/census.md shows is accepted as written.
+func TestDocsRevocationExampleIsAccepted(t *testing.T) {
+	raw, err := os.ReadFile("../../../docs/census.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```yaml\n(apiVersion: hotcert.dev/v1alpha1\nkind: TrustRotation\n.*?revocation:.*?)```").FindSubmatch(raw)
+	if m == nil {
+		t.Fatal("docs/census.md shows no TrustRotation with spec.revocation")
+	}
+	var r v1alpha1.TrustRotation
+	if err := yaml.UnmarshalStrict(m[1], &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Spec.Revocation == nil || len(r.Spec.Revocation.Serials) != 1 || len(r.Spec.Revocation.SPKI) != 1 {
+		t.Fatalf("the example's revocation: %+v", r.Spec.Revocation)
+	}
+	r.Name = "docs-" + r.Name
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := env.Client().Create(ctx, &r); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client().Delete(context.Background(), &r) })
 }
