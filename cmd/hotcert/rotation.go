@@ -63,7 +63,12 @@ replica's status endpoint with --status-url (one per --replica, in order) or
 With --wait STEP it looks again every --interval until STEP is safe (exit 0) or
 --timeout has passed (exit 1, naming the stragglers); --wait complete waits for
 every step to be done. Between looks it remembers the agents it saw, so one that a
-restarted replica no longer lists still counts as departed. See docs/rotation.md.`,
+restarted replica no longer lists still counts as departed. See docs/rotation.md.
+
+With --revoked-serial HEX it asks every replica instead whether the deny list it
+enforces revokes that serial and whether a connection of it is left. For every pod
+of a cluster, whatever it runs, the census of hotcert-controller answers the same
+question in a TrustRotation's RevocationEnforced condition (docs/census.md).`,
 		Example: `  hotcert rotation status --replica 10.0.0.7:9091 --replica 10.0.0.8:9091 --status-port 9090 \
     --server-name cp.dexaflow.svc --old-ca-file ca-2025.crt --new-ca-file ca-2026.crt
   kubectl get endpointslices -n dexaflow -l kubernetes.io/service-name=control-plane -o json |
