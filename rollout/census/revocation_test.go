@@ -144,7 +144,8 @@ func revocationReason(tr *v1alpha1.TrustRotation) string {
 // (Unproven), until it is acknowledged: RevocationEnforced is True, with an
 // Event. A newer list that still revokes the serial keeps it True while the
 // servers still enforce the previous one; a list that drops the entry makes
-// it False again, with a Warning Event.
+// it False again, with a Warning Event; without the object nothing can be
+// judged (Invalid).
 func TestRevocationEnforcedClusterWide(t *testing.T) {
 	ns := env.NewNamespace(t)
 	ctx := testContext(t)
@@ -274,6 +275,17 @@ func TestRevocationEnforcedClusterWide(t *testing.T) {
 		return revocationReason(tr) == "False/"+v1alpha1.ReasonNotListed
 	})
 	waitEvents(t, name, "RevocationNotEnforced", 1)
+
+	// The deny-list object is gone: nothing can be judged.
+	if err := env.Client().Delete(ctx, denyCM); err != nil {
+		t.Fatal(err)
+	}
+	tr = waitRotation(t, name, "Invalid", func(tr *v1alpha1.TrustRotation) bool {
+		return revocationReason(tr) == "False/"+v1alpha1.ReasonInvalid
+	})
+	if e := tr.Status.Revocation.DenyLists[0].Error; !strings.Contains(e, "revoked") {
+		t.Fatalf("the missing object's error: %q", e)
+	}
 }
 
 // gaugeValue is the value of the census's gauge name{rotation}.
