@@ -84,6 +84,7 @@ type RevocationResult struct {
 // TakeRevocation judges every consumer of the trust in in.
 func TakeRevocation(in RevocationInput) RevocationResult {
 	var r RevocationResult
+	r.Consumers = make([]RevocationConsumer, 0, len(in.Pods)) // at least one per pod, mostly
 	for _, p := range in.Pods {
 		ack := ""
 		if in.Acknowledged != nil {

@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -61,6 +62,14 @@ func (p Prometheus) DenyLists(ctx context.Context) (map[string][]census.DenyRepo
 	out := map[string][]census.DenyReport{}
 	for _, k := range order {
 		out[k.pod] = append(out[k.pod], *byKey[k])
+	}
+	// In an order of their own, not the response's: the census's sentences
+	// name the first component not proven, and must not change between two
+	// censuses that found the same.
+	for _, ds := range out {
+		slices.SortFunc(ds, func(a, b census.DenyReport) int {
+			return cmp.Or(cmp.Compare(a.Container, b.Container), cmp.Compare(a.Component, b.Component), cmp.Compare(a.Version, b.Version))
+		})
 	}
 	return out, nil
 }
