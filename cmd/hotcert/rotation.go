@@ -31,6 +31,7 @@ func newRotationStatusCommand(g *globals) *cobra.Command {
 		portName           string
 		wait               rotation.WaitOptions
 		revokedSerial      string
+		revokedIssuer      string
 	)
 	cmd := &cobra.Command{
 		Use:   "status --replica HOST:PORT... (--status-url URL... | --status-port P) --old-ca-file F --new-ca-file F [--wait STEP --timeout D] [-o json]",
@@ -96,7 +97,10 @@ question in a TrustRotation's RevocationEnforced condition (docs/census.md).`,
 				return err
 			}
 			if revokedSerial != "" {
-				return runRevocationStatus(cmd.Context(), g, opts, revokedSerial, wait.Step, asJSON)
+				return runRevocationStatus(cmd.Context(), g, opts, revokedSerial, revokedIssuer, wait.Step, asJSON)
+			}
+			if revokedIssuer != "" {
+				return errors.New("--revoked-issuer names the issuer of --revoked-serial: give both")
 			}
 			return runRotationStatus(cmd.Context(), g, opts, wait, asJSON)
 		},
@@ -116,6 +120,7 @@ question in a TrustRotation's RevocationEnforced condition (docs/census.md).`,
 	fl.DurationVar(&wait.Timeout, "timeout", 10*time.Minute, "with --wait, give up after this long")
 	fl.DurationVar(&wait.Interval, "interval", 2*time.Second, "with --wait, look again this often")
 	fl.StringVar(&revokedSerial, "revoked-serial", "", "instead of a CA rotation, say whether every replica refuses this serial (hex) and no connection of it is left (exit 1 otherwise; docs/revocation.md)")
+	fl.StringVar(&revokedIssuer, "revoked-issuer", "", "with --revoked-serial: the SHA-256 fingerprint of the CA that issued it (a serial is unique only per issuer; without it, any issuer's serial counts)")
 	fl.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
 }
@@ -148,11 +153,11 @@ func runRotationStatus(ctx context.Context, g *globals, opts rotation.Options, w
 
 // runRevocationStatus prints whether every replica refuses serial with no
 // connection of it left, and exits non-zero when not.
-func runRevocationStatus(ctx context.Context, g *globals, opts rotation.Options, serial, waitStep string, asJSON bool) error {
+func runRevocationStatus(ctx context.Context, g *globals, opts rotation.Options, serial, issuer, waitStep string, asJSON bool) error {
 	if opts.OldCAFile != "" || opts.NewCAFile != "" || waitStep != "" {
 		return errors.New("--revoked-serial asks about a revocation, not a CA rotation: drop --old-ca-file, --new-ca-file and --wait")
 	}
-	rep, err := rotation.CheckRevocation(ctx, opts, serial)
+	rep, err := rotation.CheckRevocation(ctx, opts, serial, issuer)
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,10 @@ type DenyListStatus struct {
 // SerialStatus says whether one serial is refused by this replica, and how many
 // of its open connections present a certificate with that serial.
 type SerialStatus struct {
-	Serial      string `json:"serial"`
+	Serial string `json:"serial"`
+	// Issuer is the issuing CA's SHA-256 asked about (lower-case hex; "": any
+	// issuer's serial).
+	Issuer      string `json:"issuer,omitempty"`
 	Revoked     bool   `json:"revoked"`
 	Connections int    `json:"connections"`
 }

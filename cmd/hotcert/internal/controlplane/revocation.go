@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"crypto/x509"
+	"encoding/hex"
 	"fmt"
 	"math/big"
 	"net"
@@ -63,8 +64,9 @@ func (s *Server) deniedConns(l *revocation.List) int {
 // DenyList returns the deny list's reloader, or nil without Config.DenyList.
 func (s *Server) DenyList() *revocation.Reloader { return s.deny }
 
-// denyListStatus describes the deny list, answering for serial when not "".
-func (s *Server) denyListStatus(serial string) (*agentrpc.DenyListStatus, error) {
+// denyListStatus describes the deny list, answering for serial when not "" (of
+// issuer when not "").
+func (s *Server) denyListStatus(serial, issuer string) (*agentrpc.DenyListStatus, error) {
 	if s.deny == nil {
 		return nil, nil
 	}
@@ -76,6 +78,7 @@ func (s *Server) denyListStatus(serial string) (*agentrpc.DenyListStatus, error)
 		st.LastError, st.LastErrorAt = rs.LastError.Error(), &at
 	}
 	var want *big.Int
+	var wantIssuer hotcert.Fingerprint
 	if serial != "" {
 		n, ok := new(big.Int).SetString(strings.ReplaceAll(serial, ":", ""), 16)
 		if !ok {
@@ -83,13 +86,22 @@ func (s *Server) denyListStatus(serial string) (*agentrpc.DenyListStatus, error)
 		}
 		want = n
 		st.Serial = &agentrpc.SerialStatus{Serial: hotcert.FormatSerial(n), Revoked: l.Revokes(n)}
+		if issuer != "" {
+			fp, err := hex.DecodeString(strings.ReplaceAll(issuer, ":", ""))
+			if err != nil || len(fp) != len(wantIssuer) {
+				return nil, fmt.Errorf("revoked_issuer %q is not a SHA-256 (64 hex digits)", issuer)
+			}
+			copy(wantIssuer[:], fp)
+			st.Serial.Issuer, st.Serial.Revoked = wantIssuer.String(), l.RevokesSerialOf(wantIssuer, n)
+		}
 	}
 	s.peers.each(func(chain []*x509.Certificate) {
 		st.Connections++
 		if l.Check(chain) != nil {
 			st.DeniedConnections++
 		}
-		if want != nil && chain[0].SerialNumber.Cmp(want) == 0 {
+		if want != nil && chain[0].SerialNumber.Cmp(want) == 0 &&
+			(st.Serial.Issuer == "" || len(chain) > 1 && hotcert.FingerprintOf(chain[1]) == wantIssuer) {
 			st.Serial.Connections++
 		}
 	})
