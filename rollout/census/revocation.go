@@ -2,7 +2,6 @@ package census
 
 import (
 	"context"
-	"encoding/hex"
 	"fmt"
 	"math/big"
 	"slices"
@@ -174,30 +173,20 @@ func parseEntries(spec *v1alpha1.RevocationSpec) ([]entry, error) {
 		if !ok || n.Sign() < 0 {
 			return nil, fmt.Errorf("revocation serial %q is not hex", s.Serial)
 		}
-		fp, err := sha256Hex(s.Issuer)
+		fp, err := hotcert.ParseFingerprint(s.Issuer)
 		if err != nil {
 			return nil, fmt.Errorf("revocation serial %s: issuer: %w", s.Serial, err)
 		}
-		out = append(out, entry{name: fmt.Sprintf("serial %s issuer %s", hotcert.FormatSerial(n), hotcert.Fingerprint(fp)), issuer: fp, serial: n})
+		out = append(out, entry{name: fmt.Sprintf("serial %s issuer %s", hotcert.FormatSerial(n), fp), issuer: fp, serial: n})
 	}
 	for _, s := range spec.SPKI {
-		h, err := sha256Hex(s)
+		h, err := hotcert.ParseFingerprint(s)
 		if err != nil {
 			return nil, fmt.Errorf("revocation spki: %w", err)
 		}
-		out = append(out, entry{name: "spki " + hex.EncodeToString(h[:]), spki: h})
+		out = append(out, entry{name: "spki " + h.String(), spki: h})
 	}
 	return out, nil
-}
-
-func sha256Hex(s string) ([32]byte, error) {
-	var h [32]byte
-	b, err := hex.DecodeString(strings.ReplaceAll(s, ":", ""))
-	if err != nil || len(b) != len(h) {
-		return h, fmt.Errorf("%q is not a SHA-256 (64 hex digits)", s)
-	}
-	copy(h[:], b)
-	return h, nil
 }
 
 // rememberedVersions are the versions the last census saw revoke every entry,

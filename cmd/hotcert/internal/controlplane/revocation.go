@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"crypto/x509"
-	"encoding/hex"
 	"fmt"
 	"math/big"
 	"net"
@@ -87,11 +86,11 @@ func (s *Server) denyListStatus(serial, issuer string) (*agentrpc.DenyListStatus
 		want = n
 		st.Serial = &agentrpc.SerialStatus{Serial: hotcert.FormatSerial(n), Revoked: l.Revokes(n)}
 		if issuer != "" {
-			fp, err := hex.DecodeString(strings.ReplaceAll(issuer, ":", ""))
-			if err != nil || len(fp) != len(wantIssuer) {
-				return nil, fmt.Errorf("revoked_issuer %q is not a SHA-256 (64 hex digits)", issuer)
+			fp, err := hotcert.ParseFingerprint(issuer)
+			if err != nil {
+				return nil, fmt.Errorf("revoked_issuer: %w", err)
 			}
-			copy(wantIssuer[:], fp)
+			wantIssuer = fp
 			st.Serial.Issuer, st.Serial.Revoked = wantIssuer.String(), l.RevokesSerialOf(wantIssuer, n)
 		}
 	}

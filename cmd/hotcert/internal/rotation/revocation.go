@@ -2,7 +2,6 @@ package rotation
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -67,11 +66,11 @@ func CheckRevocation(ctx context.Context, o Options, serial, issuer string) (*Re
 		return nil, fmt.Errorf("rotation: --revoked-serial %q: want a hex serial, as openssl x509 -serial prints it", serial)
 	}
 	if issuer != "" {
-		fp, err := hex.DecodeString(strings.ReplaceAll(issuer, ":", ""))
-		if err != nil || len(fp) != 32 {
-			return nil, fmt.Errorf("rotation: --revoked-issuer %q: want the SHA-256 fingerprint of the issuing CA certificate (64 hex digits)", issuer)
+		fp, err := hotcert.ParseFingerprint(issuer)
+		if err != nil {
+			return nil, fmt.Errorf("rotation: --revoked-issuer: %w: want the SHA-256 fingerprint of the issuing CA certificate", err)
 		}
-		issuer = hex.EncodeToString(fp)
+		issuer = fp.String()
 	}
 	if len(o.Replicas) == 0 {
 		return nil, errors.New("rotation: no replica given")
