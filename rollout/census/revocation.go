@@ -41,8 +41,7 @@ func (c *Census) revoke(ctx context.Context, tr *v1alpha1.TrustRotation, st *v1a
 	}
 	lists := readDenyLists(ctx, c.api, spec.DenyLists, trustOf(cas), now)
 	rs.Versions = rememberedVersions(tr.Status.Revocation, rs.Entries)
-	var current []string
-	var broken, unlisted []string
+	var current, broken, unlisted []string
 	for _, l := range lists {
 		ds := v1alpha1.DenyListObjectStatus{Object: l.object, Error: l.err}
 		if l.err != "" {
@@ -68,29 +67,20 @@ func (c *Census) revoke(ctx context.Context, tr *v1alpha1.TrustRotation, st *v1a
 		rs.Versions = rs.Versions[:v1alpha1.MaxRevocationVersions]
 	}
 	in := core.RevocationInput{Objects: objects, Pods: pods, Versions: map[string]bool{}, Current: current,
-		Acknowledged: acknowledged(tr.Spec.Acknowledged), MinConsumers: int(tr.Spec.MinConsumers)}
+		Acknowledged: acknowledged(tr.Spec.Acknowledged), MinConsumers: int(tr.Spec.MinConsumers), Broken: broken, Unlisted: unlisted}
 	for _, v := range rs.Versions {
 		in.Versions[v] = true
 	}
 	in.Reports, in.NoReports = c.denyReports(ctx, tr)
 	r := core.TakeRevocation(in)
 	rs.Consumers, rs.Stragglers, rs.StragglersOmitted = r.Counts, r.Stragglers, int32(r.Omitted)
-	reason, msg := r.Reason, r.Message
-	switch {
-	case len(broken) > 0:
-		reason, msg = v1alpha1.ReasonInvalid, "the deny lists cannot be judged: "+strings.Join(broken, "; ")
-	case len(unlisted) > 0:
-		reason, msg = v1alpha1.ReasonNotListed, strings.Join(unlisted, "; ")
-	}
-	proven := reason == v1alpha1.ReasonDone
-	if proven {
-		rs.Summary = "revocation enforced: " + msg
-	} else {
-		rs.Summary = "revocation not proven: " + msg
+	rs.Summary = "revocation not proven: " + r.Message
+	if r.Proven {
+		rs.Summary = "revocation enforced: " + r.Message
 	}
 	st.Revocation = rs
-	st.Conditions = setCondition(st.Conditions, v1alpha1.ConditionRevocationEnforced, proven, reason, truncate(msg, maxConditionMessage), tr.Generation, now)
-	c.metrics.revocation.observe(tr.Name, r, proven)
+	st.Conditions = setCondition(st.Conditions, v1alpha1.ConditionRevocationEnforced, r.Proven, r.Reason, r.Message, tr.Generation, now)
+	c.metrics.revocation.observe(tr.Name, r, r.Proven)
 }
 
 // revocationInvalid sets RevocationEnforced False, Invalid, when tr has a
@@ -102,7 +92,7 @@ func (c *Census) revocationInvalid(tr *v1alpha1.TrustRotation, st *v1alpha1.Trus
 		return
 	}
 	st.Revocation = &v1alpha1.RevocationStatus{Summary: "revocation not proven: " + msg}
-	st.Conditions = setCondition(st.Conditions, v1alpha1.ConditionRevocationEnforced, false, v1alpha1.ReasonInvalid, truncate(msg, maxConditionMessage), tr.Generation, now)
+	st.Conditions = setCondition(st.Conditions, v1alpha1.ConditionRevocationEnforced, false, v1alpha1.ReasonInvalid, msg, tr.Generation, now)
 	c.metrics.revocation.observe(tr.Name, core.RevocationResult{}, false)
 }
 
@@ -129,23 +119,6 @@ func (c *Census) denyReports(ctx context.Context, tr *v1alpha1.TrustRotation) (m
 		return nil, "the deny lists consumers report could not be read: " + err.Error()
 	}
 	return reps, ""
-}
-
-// maxConditionMessage bounds the condition's message (the API allows 32768
-// bytes).
-const maxConditionMessage = 4096
-
-// truncate cuts s to at most n bytes, on a rune boundary, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const more = " …"
-	cut := n - len(more)
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + more
 }
 
 // entry is one entry of spec.revocation.

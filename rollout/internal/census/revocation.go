@@ -47,6 +47,10 @@ type RevocationInput struct {
 	// MinConsumers keeps the revocation from being proven with fewer
 	// consumers (and it never is with none).
 	MinConsumers int
+	// Broken names the deny-list objects that cannot be judged, each with
+	// why; Unlisted the entries an object does not revoke ("ConfigMap a/b
+	// (version v) does not revoke serial …"). Either keeps it unproven.
+	Broken, Unlisted []string
 }
 
 // RevocationConsumer is one container consuming the trust, judged.
@@ -131,7 +135,7 @@ func (in *RevocationInput) judge(c *RevocationConsumer, ack string) {
 	for _, d := range reps {
 		if !in.Versions[d.Version] {
 			c.State = v1alpha1.RevocationNotRefused
-			c.Reason = fmt.Sprintf("enforces deny list %s (component %s), which the census has not seen revoke every entry", or(d.Version, "(none)"), d.Component)
+			c.Reason = fmt.Sprintf("enforces deny list %s (component %s), which the census has not seen revoke every entry", cmp.Or(d.Version, "(none)"), d.Component)
 			if len(in.Current) > 0 {
 				c.Reason += fmt.Sprintf("; the deny-list objects hold %s", strings.Join(in.Current, ", "))
 			}
@@ -239,6 +243,10 @@ func (r *RevocationResult) verdict(in RevocationInput) {
 	r.Stragglers, r.Omitted = b.first, b.total-len(b.first)
 	total := len(r.Consumers)
 	switch {
+	case len(in.Broken) > 0:
+		r.Reason, r.Message = v1alpha1.ReasonInvalid, "the deny lists cannot be judged: "+strings.Join(in.Broken, "; ")
+	case len(in.Unlisted) > 0:
+		r.Reason, r.Message = v1alpha1.ReasonNotListed, strings.Join(in.Unlisted, "; ")
 	case total == 0:
 		r.Reason, r.Message = v1alpha1.ReasonInProgress, "no consumer of the trust found: an empty fleet proves nothing"
 	case total < in.MinConsumers:
@@ -253,6 +261,7 @@ func (r *RevocationResult) verdict(in RevocationInput) {
 		r.Message = fmt.Sprintf("refused by all %d consumers (%d reported, %d acknowledged) and no connection their lists deny is left",
 			total, r.Counts.ByEvidence.Reported, r.Counts.ByEvidence.Acknowledged)
 	}
+	r.Message = truncate(r.Message, maxMessage)
 }
 
 func boolInt(b bool) int {
@@ -260,11 +269,4 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-func or(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

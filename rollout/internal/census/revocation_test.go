@@ -119,6 +119,16 @@ func TestRevocationVerdict(t *testing.T) {
 	if r := TakeRevocation(in); r.Proven || r.Reason != v1alpha1.ReasonInProgress {
 		t.Fatalf("no consumer: %v %s", r.Proven, r.Reason)
 	}
+	// What the objects hold comes first: a list that does not revoke an
+	// entry, or cannot be judged, proves nothing whatever consumers report.
+	in.Unlisted = []string{"ConfigMap ns/revoked (version v1) does not revoke serial 0A issuer ab"}
+	if r := TakeRevocation(in); r.Proven || r.Reason != v1alpha1.ReasonNotListed || r.Message != in.Unlisted[0] {
+		t.Fatalf("an entry not listed: %v %s (%s)", r.Proven, r.Reason, r.Message)
+	}
+	in.Broken = []string{"ConfigMap ns/revoked: not found"}
+	if r := TakeRevocation(in); r.Proven || r.Reason != v1alpha1.ReasonInvalid || !strings.Contains(r.Message, "not found") {
+		t.Fatalf("an object that cannot be read: %v %s (%s)", r.Proven, r.Reason, r.Message)
+	}
 	in = fleet()
 	in.NoReports = "Prometheus could not be read"
 	if r := TakeRevocation(in); r.Proven || r.Counts.ByEvidence.Unknown != 2 || r.Stragglers[0].Reason != "Prometheus could not be read" {
