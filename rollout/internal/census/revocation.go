@@ -135,7 +135,7 @@ func (in *RevocationInput) judge(c *RevocationConsumer, ack string) {
 	for _, d := range reps {
 		if !in.Versions[d.Version] {
 			c.State = v1alpha1.RevocationNotRefused
-			c.Reason = fmt.Sprintf("enforces deny list %s (component %s), which the census has not seen revoke every entry", cmp.Or(d.Version, "(none)"), d.Component)
+			c.Reason = fmt.Sprintf("enforces deny list %s (component %s), which the census has not seen revoke every entry (an older list, or one read from other keys or objects)", cmp.Or(d.Version, "(none)"), d.Component)
 			if len(in.Current) > 0 {
 				c.Reason += fmt.Sprintf("; the deny-list objects hold %s", strings.Join(in.Current, ", "))
 			}
