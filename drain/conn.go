@@ -15,6 +15,7 @@ type conn struct {
 	closeOnce sync.Once
 	onClose   func()        // run once, when the connection is first closed
 	drainCh   chan struct{} // closed when draining starts
+	closed    atomic.Bool   // Close was called (denied.go)
 
 	mu       sync.Mutex
 	identity *hotcert.Material   // material current when the handshake began
@@ -45,6 +46,7 @@ func (c *conn) startDrain() { close(c.drainCh) }
 
 // Close closes the connection and tells the Server it is gone (onClose).
 func (c *conn) Close() error {
+	c.closed.Store(true)
 	err := c.Conn.Close()
 	c.closeOnce.Do(func() {
 		if c.onClose != nil {

@@ -20,12 +20,14 @@ import (
 //	hotcert_tls_deny_list_entries{component,kind="serial|spki"}       entries of the list in use
 //	hotcert_tls_deny_list_crl_next_update_timestamp_seconds{component,issuer} each CRL's NextUpdate
 //	hotcert_tls_deny_list_stale_crls_total{component}                 CRLs that went stale while in use
+//	hotcert_tls_deny_list_denied_connections{component}               open connections the list in use denies (CountDenied)
 type DenyList struct {
 	reloads *Reloads
 	info    *prometheus.GaugeVec
 	entries *prometheus.GaugeVec
 	next    *prometheus.GaugeVec
 	stale   *prometheus.CounterVec
+	denied  *deniedConns
 
 	mu   sync.Mutex
 	last map[string]denySeries // component → label values of its series
@@ -59,10 +61,11 @@ func NewDenyList(reg prometheus.Registerer, opts ...Option) (*DenyList, error) {
 			Help: "NextUpdate of each CRL in use, by issuer (0: none); a CRL is stale once time() passes it."}, []string{n.label, "issuer"}),
 		stale: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n.Name("tls_deny_list_stale_crls_total"),
 			Help: "CRLs that passed their NextUpdate while in use."}, []string{n.label}),
-		last: map[string]denySeries{},
+		denied: newDeniedConns(n),
+		last:   map[string]denySeries{},
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{d.reloads, d.info, d.entries, d.next, d.stale} {
+		for _, c := range []prometheus.Collector{d.reloads, d.info, d.entries, d.next, d.stale, d.denied} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("metrics: register deny-list metrics: %w", err)
 			}

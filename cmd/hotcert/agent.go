@@ -110,7 +110,7 @@ func runAgent(ctx context.Context, g *globals, f *agentFlags) error {
 	cfg := f.cfg
 	cfg.Logger = log
 	for _, s := range f.revokedCAs {
-		fp, err := agent.ParseFingerprint(s)
+		fp, err := hotcert.ParseFingerprint(s)
 		if err != nil {
 			return fmt.Errorf("--revoked-ca %w", err)
 		}

@@ -171,7 +171,7 @@ func runProxy(ctx context.Context, g *globals, f *proxyFlags, server bool) error
 	if err != nil {
 		return err
 	}
-	deny, err := rs.loadDenyList(ctx, trust, reg, mopts)
+	deny, denyMetrics, err := rs.loadDenyList(ctx, trust, reg, mopts)
 	if err != nil {
 		return err
 	}
@@ -219,6 +219,9 @@ func runProxy(ctx context.Context, g *globals, f *proxyFlags, server bool) error
 		if p, err = proxy.NewClient(f.target, id, opts...); err != nil {
 			return err
 		}
+	}
+	if deny != nil {
+		countDenied(denyMetrics, f.component, p, deny)
 	}
 	lt, err := proxy.ParseTarget(f.listen)
 	if err != nil {

@@ -202,6 +202,11 @@ func TestProxyServerDenyListCutsRevokedClients(t *testing.T) {
 		if !want.Match(b) {
 			t.Errorf("%s /metrics has no hotcert_tls_deny_list_info of version %s", m, dl.Version)
 		}
+		// What the census reads to prove that no connection of the revoked
+		// certificate is left.
+		if !regexp.MustCompile(`hotcert_tls_deny_list_denied_connections\{component="proxy(_tcp)?_deny_list"\} 0`).Match(b) {
+			t.Errorf("%s /metrics has no hotcert_tls_deny_list_denied_connections of 0", m)
+		}
 	}
 	out, _, err := run(ctx, "rotation", "status", "--revoked-serial", serial, "-o", "json",
 		"--replica", httpAddr, "--status-url", "http://"+httpMetrics+"/healthz", "--replica", tcpAddr, "--status-url", "http://"+tcpMetrics+"/healthz")

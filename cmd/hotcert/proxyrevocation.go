@@ -20,22 +20,23 @@ var errProxyDenyWithoutCA = errors.New("--deny-list and --crl-file need --ca-fil
 
 // loadDenyList loads and follows the deny list of --deny-list and --crl-file
 // (nil without them), its CRLs verified against trust (the --ca-file bundle),
-// as component COMPONENT_deny_list with the hotcert_tls_deny_list_* series.
-func (rs *proxyReloaders) loadDenyList(ctx context.Context, trust hotcert.Provider, reg prometheus.Registerer, mopts []metrics.Option) (*revocation.Reloader, error) {
+// as component COMPONENT_deny_list with the hotcert_tls_deny_list_* series,
+// which countDenied completes.
+func (rs *proxyReloaders) loadDenyList(ctx context.Context, trust hotcert.Provider, reg prometheus.Registerer, mopts []metrics.Option) (*revocation.Reloader, *metrics.DenyList, error) {
 	f := rs.f
 	src, policy, err := f.deny.source(rs.log)
 	if err != nil || src == nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m, err := metrics.NewDenyList(reg, mopts...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r, err := revocation.New(ctx, src, trust, hotcert.WithComponent(f.component+"_deny_list"), hotcert.WithComponentLabel(f.metricsLbl),
 		hotcert.WithLogger(rs.log), hotcert.WithPollInterval(f.pollInterval), hotcert.WithSettle(f.settle),
 		revocation.WithStalePolicy(policy), revocation.WithObserver(m))
 	if err != nil {
-		return nil, inUserTerms(err, fileFlags("--deny-list", f.deny.list, "--crl-file", f.deny.crl))
+		return nil, nil, inUserTerms(err, fileFlags("--deny-list", f.deny.list, "--crl-file", f.deny.crl))
 	}
 	done := make(chan struct{})
 	rs.dones = append(rs.dones, done)
@@ -45,7 +46,33 @@ func (rs *proxyReloaders) loadDenyList(ctx context.Context, trust hotcert.Provid
 			rs.log.Error("proxy: following the deny list failed", "source", src.String(), "error", err.Error())
 		}
 	}()
-	return r, nil
+	return r, m, nil
+}
+
+// countDenied exports, at each scrape, how many of p's open connections the
+// list in use denies (hotcert_tls_deny_list_denied_connections, 0 once the
+// live cut has run): what the census reads to prove no connection of a
+// revoked certificate is left.
+func countDenied(m *metrics.DenyList, component string, p proxyRunner, deny *revocation.Reloader) {
+	var peers func(func([]*x509.Certificate) bool)
+	switch p := p.(type) {
+	case *proxy.Server:
+		peers = p.Peers
+	case *proxy.Client:
+		peers = p.Peers
+	}
+	if m == nil || peers == nil {
+		return
+	}
+	m.CountDenied(component+"_deny_list", func() int {
+		l, n := deny.Current(), 0
+		for chain := range peers {
+			if l.Check(chain) != nil {
+				n++
+			}
+		}
+		return n
+	})
 }
 
 // proxyStatus is what the proxy's /healthz serves: the proxy's status and, with
@@ -66,7 +93,7 @@ func proxyStatus(p proxyRunner, deny *revocation.Reloader, r *http.Request) (any
 	if deny == nil {
 		return st, nil
 	}
-	dl, err := agentrpc.NewDenyListStatus(deny, r.URL.Query().Get("revoked_serial"), peers)
+	dl, err := agentrpc.NewDenyListStatus(deny, r.URL.Query().Get("revoked_serial"), r.URL.Query().Get("revoked_issuer"), peers)
 	if err != nil {
 		return nil, err
 	}

@@ -31,6 +31,7 @@ func newRotationStatusCommand(g *globals) *cobra.Command {
 		portName           string
 		wait               rotation.WaitOptions
 		revokedSerial      string
+		revokedIssuer      string
 	)
 	cmd := &cobra.Command{
 		Use:   "status --replica HOST:PORT... (--status-url URL... | --status-port P) --old-ca-file F --new-ca-file F [--wait STEP --timeout D] [-o json]",
@@ -63,7 +64,12 @@ replica's status endpoint with --status-url (one per --replica, in order) or
 With --wait STEP it looks again every --interval until STEP is safe (exit 0) or
 --timeout has passed (exit 1, naming the stragglers); --wait complete waits for
 every step to be done. Between looks it remembers the agents it saw, so one that a
-restarted replica no longer lists still counts as departed. See docs/rotation.md.`,
+restarted replica no longer lists still counts as departed. See docs/rotation.md.
+
+With --revoked-serial HEX it asks every replica instead whether the deny list it
+enforces revokes that serial and whether a connection of it is left. For every pod
+of a cluster, whatever it runs, the census of hotcert-controller answers the same
+question in a TrustRotation's RevocationEnforced condition (docs/census.md).`,
 		Example: `  hotcert rotation status --replica 10.0.0.7:9091 --replica 10.0.0.8:9091 --status-port 9090 \
     --server-name cp.dexaflow.svc --old-ca-file ca-2025.crt --new-ca-file ca-2026.crt
   kubectl get endpointslices -n dexaflow -l kubernetes.io/service-name=control-plane -o json |
@@ -91,7 +97,10 @@ restarted replica no longer lists still counts as departed. See docs/rotation.md
 				return err
 			}
 			if revokedSerial != "" {
-				return runRevocationStatus(cmd.Context(), g, opts, revokedSerial, wait.Step, asJSON)
+				return runRevocationStatus(cmd.Context(), g, opts, revokedSerial, revokedIssuer, wait.Step, asJSON)
+			}
+			if revokedIssuer != "" {
+				return errors.New("--revoked-issuer names the issuer of --revoked-serial: give both")
 			}
 			return runRotationStatus(cmd.Context(), g, opts, wait, asJSON)
 		},
@@ -111,6 +120,7 @@ restarted replica no longer lists still counts as departed. See docs/rotation.md
 	fl.DurationVar(&wait.Timeout, "timeout", 10*time.Minute, "with --wait, give up after this long")
 	fl.DurationVar(&wait.Interval, "interval", 2*time.Second, "with --wait, look again this often")
 	fl.StringVar(&revokedSerial, "revoked-serial", "", "instead of a CA rotation, say whether every replica refuses this serial (hex) and no connection of it is left (exit 1 otherwise; docs/revocation.md)")
+	fl.StringVar(&revokedIssuer, "revoked-issuer", "", "with --revoked-serial: the SHA-256 fingerprint of the CA that issued it (a serial is unique only per issuer; without it, any issuer's serial counts)")
 	fl.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
 }
@@ -143,11 +153,11 @@ func runRotationStatus(ctx context.Context, g *globals, opts rotation.Options, w
 
 // runRevocationStatus prints whether every replica refuses serial with no
 // connection of it left, and exits non-zero when not.
-func runRevocationStatus(ctx context.Context, g *globals, opts rotation.Options, serial, waitStep string, asJSON bool) error {
+func runRevocationStatus(ctx context.Context, g *globals, opts rotation.Options, serial, issuer, waitStep string, asJSON bool) error {
 	if opts.OldCAFile != "" || opts.NewCAFile != "" || waitStep != "" {
 		return errors.New("--revoked-serial asks about a revocation, not a CA rotation: drop --old-ca-file, --new-ca-file and --wait")
 	}
-	rep, err := rotation.CheckRevocation(ctx, opts, serial)
+	rep, err := rotation.CheckRevocation(ctx, opts, serial, issuer)
 	if err != nil {
 		return err
 	}

@@ -68,6 +68,10 @@ func TestRotationStatusCommand(t *testing.T) {
 	}
 	_, _, err = run(ctx, "rotation", "status", "--endpointslices", slices, "--status-url", status, "--old-ca-file", oldFile, "--new-ca-file", newFile)
 	requireOneLine(t, err, "name the gRPC one with --port-name")
+	_, _, err = run(ctx, "rotation", "status", "--replica", addr, "--status-url", status, "--revoked-issuer", strings.Repeat("ab", 32))
+	requireOneLine(t, err, "--revoked-issuer names the issuer of --revoked-serial: give both")
+	_, _, err = run(ctx, "rotation", "status", "--replica", addr, "--status-url", status, "--revoked-serial", "0A", "--revoked-issuer", "9f86")
+	requireOneLine(t, err, "want the SHA-256 fingerprint of the issuing CA certificate")
 
 	out, _, err = run(ctx, append(args, "-o", "json", "--wait", "switch-server-cert", "--timeout", "200ms", "--interval", "20ms")...)
 	rep = rotation.Report{}

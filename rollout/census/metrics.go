@@ -17,6 +17,8 @@ type metrics struct {
 	consumers *prometheus.GaugeVec
 	done      *prometheus.GaugeVec
 	errors    *prometheus.CounterVec
+
+	revocation *revocationMetrics // revocation_metrics.go
 }
 
 func newMetrics(reg prometheus.Registerer, prefix string) (*metrics, error) {
@@ -42,6 +44,10 @@ func newMetrics(reg prometheus.Registerer, prefix string) (*metrics, error) {
 			}
 		}
 	}
+	var err error
+	if m.revocation, err = newRevocationMetrics(reg, prefix); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -66,4 +72,5 @@ func (m *metrics) forget(rotation string) {
 	m.consumers.DeletePartialMatch(prometheus.Labels{"rotation": rotation})
 	m.done.DeletePartialMatch(prometheus.Labels{"rotation": rotation})
 	m.errors.DeletePartialMatch(prometheus.Labels{"rotation": rotation})
+	m.revocation.forget(rotation)
 }

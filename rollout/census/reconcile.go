@@ -94,6 +94,7 @@ func (c *Census) take(ctx context.Context, tr *v1alpha1.TrustRotation, now time.
 	for _, step := range []string{v1alpha1.StepAddNewCA, v1alpha1.StepSwitchServerCert, v1alpha1.StepRemoveOldCA} {
 		st.Conditions = setCondition(st.Conditions, step, false, v1alpha1.ReasonInvalid, msg, tr.Generation, now)
 	}
+	c.revocationInvalid(tr, st, msg, now)
 	return st, nil, nil
 }
 
@@ -142,6 +143,7 @@ func (c *Census) census(ctx context.Context, tr *v1alpha1.TrustRotation, oldCA, 
 	}
 	st.Consumers, st.Stragglers, st.StragglersOmitted = r.Counts, r.Stragglers, int32(r.Omitted)
 	st.Conditions = r.Conditions(tr.Status.Conditions, tr.Generation, now)
+	c.revoke(ctx, tr, st, states, pods, []side{oldCA, newCA}, now) // spec.revocation (revocation.go)
 	return st, &r, nil
 }
 

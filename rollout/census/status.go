@@ -35,6 +35,9 @@ func (c *Census) write(ctx context.Context, tr *v1alpha1.TrustRotation, st *v1al
 		return fmt.Errorf("census: writing the status of TrustRotation %s: %w", tr.Name, err)
 	}
 	for _, cond := range st.Conditions {
+		if cond.Type == v1alpha1.ConditionRevocationEnforced {
+			continue // not a step: revocationEvents
+		}
 		was := meta.FindStatusCondition(prev.Conditions, cond.Type)
 		done := cond.Status == metav1.ConditionTrue
 		switch {
@@ -44,6 +47,7 @@ func (c *Census) write(ctx context.Context, tr *v1alpha1.TrustRotation, st *v1al
 			c.events.Event(updated, eventType(false), EventStepUndone, fmt.Sprintf("step %s no longer done: %s", cond.Type, cond.Message))
 		}
 	}
+	c.revocationEvents(updated, prev, st)
 	return nil
 }
 

@@ -80,6 +80,9 @@ func triggersOf(spec *v1alpha1.TrustRotationSpec, states []core.State) []trigger
 			add(trigger{res, f.Name})
 		}
 	}
+	for _, t := range revocationTriggers(spec) {
+		add(t)
+	}
 	return out
 }
 

@@ -32,6 +32,7 @@ func (s *TrustRotationSpec) DeepCopyInto(out *TrustRotationSpec) {
 		}
 	}
 	out.Drive = s.Drive.DeepCopy()
+	out.Revocation = s.Revocation.DeepCopy()
 }
 
 // DeepCopyInto copies c into out.
@@ -80,6 +81,7 @@ func (s *TrustRotationStatus) DeepCopyInto(out *TrustRotationStatus) {
 		}
 	}
 	out.Drive = s.Drive.DeepCopy()
+	out.Revocation = s.Revocation.DeepCopy()
 }
 
 // DeepCopyInto copies r into out.

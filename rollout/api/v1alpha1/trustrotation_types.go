@@ -103,6 +103,10 @@ type TrustRotationSpec struct {
 
 	// Drive says how the controller carries the rotation out (mode Drive).
 	Drive *DriveSpec `json:"drive,omitempty"`
+
+	// Revocation names certificates every consumer of the trust must refuse
+	// (see RevocationSpec).
+	Revocation *RevocationSpec `json:"revocation,omitempty"`
 }
 
 // CA names one side of the rotation: exactly one of SHA256, PEM or From.
@@ -276,6 +280,9 @@ type TrustRotationStatus struct {
 
 	// Drive is the progress of a driven rotation (mode Drive).
 	Drive *DriveStatus `json:"drive,omitempty"`
+
+	// Revocation is the census of spec.revocation.
+	Revocation *RevocationStatus `json:"revocation,omitempty"`
 }
 
 // MaxStragglers bounds status.stragglers.

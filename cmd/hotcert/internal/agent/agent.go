@@ -401,6 +401,7 @@ func (a *Agent) session(ctx context.Context) (established bool, err error) {
 			}
 		}
 	}
+	info.chain = serverChain
 	defer a.planExpiryReconnect(serverChain)()
 	a.holdToken(reg.Token) // before connected: whoever sees the stream sees its token
 	a.c.connected(info)

@@ -29,9 +29,10 @@ func (a *Agent) loadDenyList() error {
 			opts = append(opts, ro)
 		}
 	}
+	var m *metrics.DenyList
 	if cfg.Registerer != nil {
-		m, err := metrics.NewDenyList(cfg.Registerer, cfg.MetricsOptions...)
-		if err != nil {
+		var err error
+		if m, err = metrics.NewDenyList(cfg.Registerer, cfg.MetricsOptions...); err != nil {
 			return fmt.Errorf("agent: %w", err)
 		}
 		opts = append(opts, revocation.WithObserver(m))
@@ -39,6 +40,16 @@ func (a *Agent) loadDenyList() error {
 	var err error
 	if a.deny, err = revocation.New(context.Background(), cfg.DenyList, a.ca, opts...); err != nil {
 		return fmt.Errorf("agent: deny list: %w", err)
+	}
+	if m != nil {
+		// Its one connection, if the list in use denies the control plane it is
+		// open to (0 once followDenyList closed it): what the census reads.
+		m.CountDenied(ComponentDenyList, func() int {
+			if chain := a.c.streamChain(); len(chain) > 0 && a.deny.Current().Check(chain) != nil {
+				return 1
+			}
+			return 0
+		})
 	}
 	return nil
 }

@@ -88,6 +88,7 @@ func (a *Agent) ServerFingerprint() (hotcert.Fingerprint, bool) {
 type streamInfo struct {
 	replica string
 	peer    *x509.Certificate
+	chain   []*x509.Certificate // the control plane's verified chain
 	since   time.Time
 }
 
@@ -113,6 +114,17 @@ func (c *counters) connected(s streamInfo) {
 	c.mu.Lock()
 	c.stream = &s
 	c.mu.Unlock()
+}
+
+// streamChain is the control plane's verified chain of the open stream (nil
+// while none is open).
+func (c *counters) streamChain() []*x509.Certificate {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stream == nil {
+		return nil
+	}
+	return c.stream.chain
 }
 
 // disconnected ends the current stream, counting a drop unless the agent is

@@ -39,17 +39,21 @@ type DenyListStatus struct {
 // SerialStatus says whether one serial is refused by this replica, and how many
 // of its open connections present a certificate with that serial.
 type SerialStatus struct {
-	Serial      string `json:"serial"`
+	Serial string `json:"serial"`
+	// Issuer is the issuing CA's SHA-256 asked about (lower-case hex; "": any
+	// issuer's serial).
+	Issuer      string `json:"issuer,omitempty"`
 	Revoked     bool   `json:"revoked"`
 	Connections int    `json:"connections"`
 }
 
 // NewDenyListStatus describes the list r enforces, with what peers (the verified
 // chains of the open connections, leaf first) say about it, and answers for
-// serial (hex, colons allowed) when it is not "". Every process that enforces a
+// serial (hex, colons allowed) when it is not "" — of issuer (the issuing CA's
+// SHA-256) when that is not "" too. Every process that enforces a
 // deny list (the control plane, hotcert proxy) reports it with this, so that
 // `hotcert rotation status --revoked-serial` reads them all alike.
-func NewDenyListStatus(r *revocation.Reloader, serial string, peers iter.Seq[[]*x509.Certificate]) (*DenyListStatus, error) {
+func NewDenyListStatus(r *revocation.Reloader, serial, issuer string, peers iter.Seq[[]*x509.Certificate]) (*DenyListStatus, error) {
 	rs := r.Status()
 	l := rs.Current
 	st := &DenyListStatus{Info: l.Info(), Policy: r.Policy().String(), ReloadFailures: rs.Failures}
@@ -58,6 +62,7 @@ func NewDenyListStatus(r *revocation.Reloader, serial string, peers iter.Seq[[]*
 		st.LastError, st.LastErrorAt = rs.LastError.Error(), &at
 	}
 	var want *big.Int
+	var wantIssuer hotcert.Fingerprint
 	if serial != "" {
 		n, ok := new(big.Int).SetString(strings.ReplaceAll(serial, ":", ""), 16)
 		if !ok {
@@ -65,13 +70,22 @@ func NewDenyListStatus(r *revocation.Reloader, serial string, peers iter.Seq[[]*
 		}
 		want = n
 		st.Serial = &SerialStatus{Serial: hotcert.FormatSerial(n), Revoked: l.Revokes(n)}
+		if issuer != "" {
+			fp, err := hotcert.ParseFingerprint(issuer)
+			if err != nil {
+				return nil, fmt.Errorf("revoked_issuer: %w", err)
+			}
+			wantIssuer = fp
+			st.Serial.Issuer, st.Serial.Revoked = wantIssuer.String(), l.RevokesSerialOf(wantIssuer, n)
+		}
 	}
 	for chain := range peers {
 		st.Connections++
 		if l.Check(chain) != nil {
 			st.DeniedConnections++
 		}
-		if want != nil && chain[0].SerialNumber.Cmp(want) == 0 {
+		if want != nil && chain[0].SerialNumber.Cmp(want) == 0 &&
+			(st.Serial.Issuer == "" || len(chain) > 1 && hotcert.FingerprintOf(chain[1]) == wantIssuer) {
 			st.Serial.Connections++
 		}
 	}

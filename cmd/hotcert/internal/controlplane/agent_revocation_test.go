@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/agent"
 	"github.com/hotcert/hotcert/hotcerttest"
@@ -38,8 +40,17 @@ func TestAgentDropsARevokedControlPlane(t *testing.T) {
 		return len(f.AgentList) == 1 && f.AgentList[0].DenyListVersion != ""
 	})
 
+	denied := func() float64 {
+		return metricValue(t, a.reg, "hotcert_tls_deny_list_denied_connections", map[string]string{"component": agent.ComponentDenyList})
+	}
+	if n, err := promtestutil.GatherAndCount(a.reg, "hotcert_tls_deny_list_denied_connections"); err != nil || n != 1 || denied() != 0 {
+		t.Fatalf("denied connections before the revocation: %d series (%v), value %v", n, err, denied())
+	}
 	deny.write(t, fmt.Sprintf("serial %s issuer %s\n", hotcert.FormatSerial(leaf.Cert.SerialNumber), hotcert.FingerprintOf(ca.Cert)), nil)
 	testutil.WaitFor(t, "the agent to drop the revoked control plane", func() bool { return !a.Stats().Connected })
+	if v := denied(); v != 0 {
+		t.Errorf("denied connections once the agent dropped the revoked control plane: %v", v)
+	}
 	if !strings.Contains(a.logs.String(), "closing connection: control plane certificate revoked") {
 		t.Errorf("no cut line:\n%s", a.logs)
 	}

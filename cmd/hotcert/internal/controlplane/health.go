@@ -103,12 +103,13 @@ func (s *Server) tokenStatus() *TokenStatus {
 
 // Status returns the server's status.
 func (s *Server) Status() Status {
-	st, _ := s.status("")
+	st, _ := s.status("", "")
 	return st
 }
 
-// status is Status, its deny list answering for serial (hex) when not "".
-func (s *Server) status(serial string) (Status, error) {
+// status is Status, its deny list answering for serial (hex) when not "", of
+// issuer (the SHA-256 of the issuing CA certificate) when not "".
+func (s *Server) status(serial, issuer string) (Status, error) {
 	rs := s.cert.Status()
 	served := s.serving.Current() // with the trust guard, possibly not yet rs.Current
 	st := Status{
@@ -136,7 +137,7 @@ func (s *Server) status(serial string) (Status, error) {
 		st.ClientCAHeld = &cs
 	}
 	var err error
-	st.DenyList, err = s.denyListStatus(serial)
+	st.DenyList, err = s.denyListStatus(serial, issuer)
 	return st, err
 }
 
@@ -145,10 +146,12 @@ func (s *Server) status(serial string) (Status, error) {
 // the last good material is fine, the failure counters are what to alert on), 503
 // once the served certificate expired. With ?revoked_serial=HEX the deny list's
 // status says whether this replica refuses that serial and how many of its open
-// connections present it (400 for a serial that is not hex).
+// connections present it; with &revoked_issuer=SHA256 too, only the serial of
+// that issuing CA (400 for a serial that is not hex or an issuer that is not a
+// SHA-256).
 func (s *Server) HealthHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		st, err := s.status(r.URL.Query().Get("revoked_serial"))
+		st, err := s.status(r.URL.Query().Get("revoked_serial"), r.URL.Query().Get("revoked_issuer"))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return

@@ -27,9 +27,10 @@ func (s *Server) loadDenyList() error {
 			opts = append(opts, ro)
 		}
 	}
+	var m *metrics.DenyList
 	if s.cfg.Registerer != nil {
-		m, err := metrics.NewDenyList(s.cfg.Registerer, s.cfg.MetricsOptions...)
-		if err != nil {
+		var err error
+		if m, err = metrics.NewDenyList(s.cfg.Registerer, s.cfg.MetricsOptions...); err != nil {
 			return fmt.Errorf("controlplane: %w", err)
 		}
 		opts = append(opts, revocation.WithObserver(m))
@@ -38,18 +39,35 @@ func (s *Server) loadDenyList() error {
 	if s.deny, err = revocation.New(s.reloadCtx, s.cfg.DenyList, s.clientCA, opts...); err != nil {
 		return fmt.Errorf("controlplane: deny list: %w", err)
 	}
+	if m != nil {
+		// The count /healthz's denied_connections says, at each scrape: what the
+		// census reads to prove no connection of a revoked certificate is left.
+		m.CountDenied(s.cfg.Component+"_deny_list", func() int { return s.deniedConns(s.deny.Current()) })
+	}
 	return nil
+}
+
+// deniedConns counts the open agent connections whose verified peer chain l denies.
+func (s *Server) deniedConns(l *revocation.List) int {
+	n := 0
+	s.peers.each(func(chain []*x509.Certificate) {
+		if l.Check(chain) != nil {
+			n++
+		}
+	})
+	return n
 }
 
 // DenyList returns the deny list's reloader, or nil without Config.DenyList.
 func (s *Server) DenyList() *revocation.Reloader { return s.deny }
 
-// denyListStatus describes the deny list, answering for serial when not "".
-func (s *Server) denyListStatus(serial string) (*agentrpc.DenyListStatus, error) {
+// denyListStatus describes the deny list, answering for serial when not "" (of
+// issuer when not "").
+func (s *Server) denyListStatus(serial, issuer string) (*agentrpc.DenyListStatus, error) {
 	if s.deny == nil {
 		return nil, nil
 	}
-	return agentrpc.NewDenyListStatus(s.deny, serial, func(yield func([]*x509.Certificate) bool) {
+	return agentrpc.NewDenyListStatus(s.deny, serial, issuer, func(yield func([]*x509.Certificate) bool) {
 		more := true
 		s.peers.each(func(chain []*x509.Certificate) { more = more && yield(chain) })
 	})

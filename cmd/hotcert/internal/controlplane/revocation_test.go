@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
@@ -206,6 +207,13 @@ func TestRevokeOneAgentOfMany(t *testing.T) {
 		if dl == nil || dl.Version != r.srv.DenyList().Current().Version() || dl.DeniedConnections != 0 ||
 			dl.Connections != revocationFleet-len(gone) || dl.Serial == nil || !dl.Serial.Revoked && step.name != "spki" || dl.Serial.Connections != 0 {
 			t.Errorf("%s: /healthz deny_list = %+v (serial %+v)", step.name, dl, dl.Serial)
+		}
+		// The metric the census reads says what /healthz says.
+		if n, err := promtestutil.GatherAndCount(r.reg, "hotcert_tls_deny_list_denied_connections"); err != nil || n != 1 {
+			t.Errorf("%s: %d hotcert_tls_deny_list_denied_connections series (%v), want 1", step.name, n, err)
+		}
+		if v := metricValue(t, r.reg, "hotcert_tls_deny_list_denied_connections", map[string]string{"component": "agent_grpc_deny_list"}); dl == nil || v != float64(dl.DeniedConnections) {
+			t.Errorf("%s: hotcert_tls_deny_list_denied_connections = %v, /healthz denied_connections %+v", step.name, v, dl)
 		}
 	}
 	if n := r.logs.Count("closing connection: peer certificate revoked"); n != 3 {

@@ -21,8 +21,10 @@ import (
 // and how many of its open connections (handshake-verified peer chains) present
 // it. A replica that cannot be read, or enforces no deny list, proves nothing.
 type RevocationReport struct {
-	// Serial is the serial asked about, in openssl's format.
+	// Serial is the serial asked about, in openssl's format; Issuer the issuing
+	// CA's SHA-256 when asked (lower-case hex; "": any issuer's serial).
 	Serial   string              `json:"serial"`
+	Issuer   string              `json:"issuer,omitempty"`
 	Replicas []ReplicaRevocation `json:"replicas"`
 	// RefusedEverywhere is true when every replica reports a deny list that revokes
 	// Serial; ConnectionsLeft counts the open connections presenting it, over the
@@ -53,12 +55,22 @@ type ReplicaRevocation struct {
 	StatusError       string `json:"status_error,omitempty"`
 }
 
-// CheckRevocation asks every replica of o about serial (hex, colons allowed).
-// Only o.Replicas' status URLs, o.Timeout and o.HTTPClient are used.
-func CheckRevocation(ctx context.Context, o Options, serial string) (*RevocationReport, error) {
+// CheckRevocation asks every replica of o about serial (hex, colons allowed),
+// of issuer (the SHA-256 fingerprint of the issuing CA certificate, colons
+// allowed) when not "": a serial is unique only per issuer, and a deny list
+// revokes it per issuer, as the census asks it. Only o.Replicas' status URLs,
+// o.Timeout and o.HTTPClient are used.
+func CheckRevocation(ctx context.Context, o Options, serial, issuer string) (*RevocationReport, error) {
 	n, ok := new(big.Int).SetString(strings.ReplaceAll(serial, ":", ""), 16)
 	if !ok || serial == "" {
 		return nil, fmt.Errorf("rotation: --revoked-serial %q: want a hex serial, as openssl x509 -serial prints it", serial)
+	}
+	if issuer != "" {
+		fp, err := hotcert.ParseFingerprint(issuer)
+		if err != nil {
+			return nil, fmt.Errorf("rotation: --revoked-issuer: %w: want the SHA-256 fingerprint of the issuing CA certificate", err)
+		}
+		issuer = fp.String()
 	}
 	if len(o.Replicas) == 0 {
 		return nil, errors.New("rotation: no replica given")
@@ -69,10 +81,10 @@ func CheckRevocation(ctx context.Context, o Options, serial string) (*Revocation
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Timeout: o.Timeout}
 	}
-	rep := &RevocationReport{Serial: hotcert.FormatSerial(n), Replicas: make([]ReplicaRevocation, len(o.Replicas)), CheckedAt: time.Now().UTC()}
+	rep := &RevocationReport{Serial: hotcert.FormatSerial(n), Issuer: issuer, Replicas: make([]ReplicaRevocation, len(o.Replicas)), CheckedAt: time.Now().UTC()}
 	var wg sync.WaitGroup
 	for i, r := range o.Replicas {
-		wg.Go(func() { rep.Replicas[i] = askRevocation(ctx, o, r, rep.Serial) })
+		wg.Go(func() { rep.Replicas[i] = askRevocation(ctx, o, r, rep.Serial, issuer) })
 	}
 	wg.Wait()
 	rep.RefusedEverywhere = true
@@ -96,7 +108,7 @@ func CheckRevocation(ctx context.Context, o Options, serial string) (*Revocation
 	return rep, nil
 }
 
-func askRevocation(ctx context.Context, o Options, r Replica, serial string) ReplicaRevocation {
+func askRevocation(ctx context.Context, o Options, r Replica, serial, issuer string) ReplicaRevocation {
 	out := ReplicaRevocation{Name: r.Address, StatusURL: r.StatusURL, Evidence: "unknown"}
 	u, err := url.Parse(r.StatusURL)
 	if err != nil {
@@ -105,6 +117,9 @@ func askRevocation(ctx context.Context, o Options, r Replica, serial string) Rep
 	}
 	q := u.Query()
 	q.Set("revoked_serial", serial)
+	if issuer != "" {
+		q.Set("revoked_issuer", issuer)
+	}
 	u.RawQuery = q.Encode()
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
@@ -119,6 +134,10 @@ func askRevocation(ctx context.Context, o Options, r Replica, serial string) Rep
 	dl := st.DenyList
 	if dl == nil || dl.Serial == nil {
 		out.StatusError = "the replica enforces no deny list (hotcert server --deny-list/--crl-file)"
+		return out
+	}
+	if issuer != "" && dl.Serial.Issuer != issuer {
+		out.StatusError = "the replica cannot answer for one issuer's serial (an older release): upgrade it, or ask without --revoked-issuer"
 		return out
 	}
 	out.Evidence, out.DenyListVersion = "reported", dl.Version

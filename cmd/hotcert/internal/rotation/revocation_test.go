@@ -80,7 +80,7 @@ func TestRevokedSerialEverywhere(t *testing.T) {
 	serial := hotcert.FormatSerial(revoked.Cert.SerialNumber)
 	ask := func() *rotation.RevocationReport {
 		t.Helper()
-		rep, err := rotation.CheckRevocation(context.Background(), o, serial)
+		rep, err := rotation.CheckRevocation(context.Background(), o, serial, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,6 +88,15 @@ func TestRevokedSerialEverywhere(t *testing.T) {
 	}
 	if rep := ask(); rep.Done || rep.RefusedEverywhere || rep.ConnectionsLeft != 1 {
 		t.Fatalf("before the revocation: %+v", rep)
+	}
+	for issuer, want := range map[string]int{hotcert.FingerprintOf(agentCA.Cert).String(): 1, hotcert.FingerprintOf(serverCA.Cert).String(): 0} {
+		rep, err := rotation.CheckRevocation(context.Background(), o, serial, issuer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.ConnectionsLeft != want {
+			t.Fatalf("before the revocation, issuer %s: %d connections, want %d", issuer, rep.ConnectionsLeft, want)
+		}
 	}
 	entry := fmt.Appendf(nil, "serial %s issuer %s\n", serial, hotcert.FingerprintOf(agentCA.Cert))
 	lists[0].set(t, entry) // cp-0 first: cp-1, where the agent is, still admits it
@@ -102,6 +111,23 @@ func TestRevokedSerialEverywhere(t *testing.T) {
 		if r.Evidence != "reported" || r.DenyListVersion != replicas[0].srv.DenyList().Current().Version() {
 			t.Errorf("replica %+v", r)
 		}
+	}
+	// Asked per issuer, as the deny list revokes it (and the census asks):
+	// the serial of another CA is not refused, and no connection has it.
+	for _, c := range []struct {
+		issuer string
+		done   bool
+	}{{hotcert.FingerprintOf(agentCA.Cert).Colon(), true}, {hotcert.FingerprintOf(serverCA.Cert).String(), false}} {
+		rep, err := rotation.CheckRevocation(context.Background(), o, serial, c.issuer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Done != c.done || rep.RefusedEverywhere != c.done || rep.ConnectionsLeft != 0 || len(rep.Issuer) != 64 {
+			t.Errorf("issuer %s: %+v", c.issuer, rep)
+		}
+	}
+	if _, err := rotation.CheckRevocation(context.Background(), o, serial, "9f86"); err == nil {
+		t.Error("an issuer that is not a SHA-256 is accepted")
 	}
 	var b strings.Builder
 	if err := rotation.WriteRevocationText(&b, rep); err != nil || !strings.Contains(b.String(), "no connection of it is left") {

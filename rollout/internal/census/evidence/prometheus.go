@@ -50,23 +50,32 @@ func (p Prometheus) Reports(ctx context.Context) (map[string][]census.Report, er
 		return nil, err
 	}
 	b := newBuilder(or(p.Prefix, "hotcert"))
+	p.eachPod(vec, func(pod, container string, s *model.Sample) {
+		m := s.Metric
+		labels := make(map[string]string, len(m))
+		for k, v := range m {
+			labels[string(k)] = string(v)
+		}
+		b.add(pod, container, string(m[model.MetricNameLabel]), labels)
+	})
+	return b.reports, nil
+}
+
+// eachPod calls f for each sample of vec whose series names a pod
+// ("namespace/pod"), with the container it names ("" when none).
+func (p Prometheus) eachPod(vec model.Vector, f func(pod, container string, s *model.Sample)) {
 	nsL, podL, cL := model.LabelName(or(p.NamespaceLabel, "namespace")), model.LabelName(or(p.PodLabel, "pod")), model.LabelName(or(p.ContainerLabel, "container"))
 	for _, s := range vec {
 		m := s.Metric
 		if m[nsL] == "" || m[podL] == "" {
 			continue
 		}
-		labels := make(map[string]string, len(m))
-		for k, v := range m {
-			labels[string(k)] = string(v)
-		}
-		b.add(string(m[nsL])+"/"+string(m[podL]), string(m[cL]), string(m[model.MetricNameLabel]), labels)
+		f(string(m[nsL])+"/"+string(m[podL]), string(m[cL]), s)
 	}
-	return b.reports, nil
 }
 
-// query runs one instant query that returns a vector.
-func (p Prometheus) query(ctx context.Context, q string) (model.Vector, error) {
+// query sends one instant query and returns its vector.
+func (p Prometheus) query(ctx context.Context, expr string) (model.Vector, error) {
 	hc := p.Client
 	if hc == nil {
 		hc = http.DefaultClient
@@ -79,7 +88,7 @@ func (p Prometheus) query(ctx context.Context, q string) (model.Vector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("evidence: Prometheus URL: %w", err)
 	}
-	v, _, _, err := promv1.NewAPI(c).Query(ctx, q, time.Time{})
+	v, _, _, err := promv1.NewAPI(c).Query(ctx, expr, time.Time{})
 	if err != nil {
 		return nil, fmt.Errorf("evidence: Prometheus query %s: %w", p.URL, err)
 	}

@@ -1,4 +1,4 @@
-package agent
+package hotcert_test
 
 import (
 	"strings"
@@ -13,13 +13,13 @@ func TestParseFingerprintReadsOpensslAndHotcertForms(t *testing.T) {
 		fp[i] = byte(i * 7)
 	}
 	for _, s := range []string{fp.String(), fp.Colon(), "sha256 Fingerprint=" + fp.Colon(), " " + strings.ToUpper(fp.String()) + "\n"} {
-		got, err := ParseFingerprint(s)
+		got, err := hotcert.ParseFingerprint(s)
 		if err != nil || got != fp {
 			t.Errorf("ParseFingerprint(%q) = %x, %v; want %x", s, got, err, fp)
 		}
 	}
 	for _, s := range []string{"", "zz", fp.String()[:62], fp.String() + "00"} {
-		if _, err := ParseFingerprint(s); err == nil {
+		if _, err := hotcert.ParseFingerprint(s); err == nil {
 			t.Errorf("ParseFingerprint(%q) accepted a malformed fingerprint", s)
 		}
 	}

@@ -1,18 +1,16 @@
-package agent
+package hotcert
 
 import (
 	"encoding/hex"
 	"fmt"
 	"strings"
-
-	"github.com/hotcert/hotcert"
 )
 
 // ParseFingerprint reads a SHA-256 certificate fingerprint as openssl prints it
 // (upper-case hex pairs and colons, optionally after "sha256 Fingerprint=") or as
 // hotcert prints it (lower-case hex).
-func ParseFingerprint(s string) (hotcert.Fingerprint, error) {
-	var fp hotcert.Fingerprint
+func ParseFingerprint(s string) (Fingerprint, error) {
+	var fp Fingerprint
 	h := strings.ReplaceAll(strings.TrimSpace(s), ":", "")
 	if i := strings.LastIndexByte(h, '='); i >= 0 {
 		h = h[i+1:]
