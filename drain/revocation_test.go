@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/drain"
@@ -56,19 +57,22 @@ func (d *denyFiles) revoke(leaf *hotcerttest.Leaf) {
 		hotcert.FormatSerial(leaf.Cert.SerialNumber), hotcert.FingerprintOf(leaf.Issuer.Cert))})
 }
 
-// TestRevocationCutEndsOnlyTheRevokedAgent: of 20 agents holding gRPC streams, the
-// one whose serial is added to the deny list loses its connection at once (no
-// GOAWAY grace) and cannot reconnect; no other agent's stream is disturbed.
-func TestRevocationCutEndsOnlyTheRevokedAgent(t *testing.T) {
-	serverCA, agentCA := hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
-	deny := newDenyFiles(t, agentCA)
+// newRevocationFixture serves agents of agentCA with a certificate of serverCA,
+// refusing at the handshake and cutting live what deny revokes; wrap, if not nil,
+// wraps the server's transport credentials.
+func newRevocationFixture(t *testing.T, serverCA, agentCA *hotcerttest.CA, deny *denyFiles, wrap func(credentials.TransportCredentials) credentials.TransportCredentials) *fixture {
+	t.Helper()
 	f := &fixture{store: hotcert.NewStore(material(t, serverCA.MustIssue(), agentCA)), logs: &testutil.LogBuffer{}, hs: &handshakes{}, slowStarted: make(chan struct{}, 1)}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.addr = lis.Addr().String()
-	f.srv = drain.NewServer(countingCreds{grpccreds.NewMTLSServer(f.store, tlsconfig.WithDenyList(deny.r)), &f.conns, f.hs},
+	creds := grpccreds.NewMTLSServer(f.store, tlsconfig.WithDenyList(deny.r))
+	if wrap != nil {
+		creds = wrap(creds)
+	}
+	f.srv = drain.NewServer(countingCreds{creds, &f.conns, f.hs},
 		func(o ...grpc.ServerOption) *grpc.Server {
 			s := grpc.NewServer(o...)
 			s.RegisterService(&desc, f)
@@ -77,6 +81,16 @@ func TestRevocationCutEndsOnlyTheRevokedAgent(t *testing.T) {
 		drain.WithRevocationCut(deny.r), drain.WithGrace(time.Minute))
 	go f.srv.Serve(lis)
 	t.Cleanup(f.srv.Stop)
+	return f
+}
+
+// TestRevocationCutEndsOnlyTheRevokedAgent: of 20 agents holding gRPC streams, the
+// one whose serial is added to the deny list loses its connection at once (no
+// GOAWAY grace) and cannot reconnect; no other agent's stream is disturbed.
+func TestRevocationCutEndsOnlyTheRevokedAgent(t *testing.T) {
+	serverCA, agentCA := hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
+	deny := newDenyFiles(t, agentCA)
+	f := newRevocationFixture(t, serverCA, agentCA, deny, nil)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
