@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,16 +57,19 @@ func BenchmarkScaleExpiry(b *testing.B) {
 			}
 			window := scaleDrainWindow(n)
 			var r expiryResult
+			loadBefore := loadAverage()
 			for range b.N {
 				r = runExpiry(b, n, window)
 			}
+			b.Logf("machine load average (1, 5, 15 min) before: %s, after: %s", loadBefore, loadAverage())
 			rate := float64(n) / window.Seconds()
-			b.Logf("%d agents sharing one NotAfter, drain window %s (N/W = %.0f/s): peak %d reconnects/s (%.2f × N/W), %d reconnects, last %s and all back %s after the window's start; %d failed stream opens, %d lost streams; %d on the renewed certificate",
-				n, window, rate, r.peak, float64(r.peak)/rate, r.reconnects, r.lastReconnect.Round(time.Millisecond), r.allBack.Round(time.Millisecond),
-				r.failures, r.losses, r.renewed)
+			b.Logf("%d agents sharing one NotAfter, drain window %s (N/W = %.0f/s): peak %d reconnects/s (%.2f × N/W; the replica's drains: peak %d/s, %.2f × N/W), %d reconnects, last %s and all back %s after the window's start; %d failed stream opens, %d lost streams; %d on the renewed certificate\nreconnects per second: %v\ndrains per second:     %v",
+				n, window, rate, r.peak, float64(r.peak)/rate, r.drainPeak(), float64(r.drainPeak())/rate, r.reconnects, r.lastReconnect.Round(time.Millisecond), r.allBack.Round(time.Millisecond),
+				r.failures, r.losses, r.renewed, r.perSecond, r.drainsPerSecond)
 			b.ReportMetric(window.Seconds(), "window-s")
 			b.ReportMetric(float64(r.peak), "peak/s")
 			b.ReportMetric(float64(r.peak)/rate, "peak-x")
+			b.ReportMetric(float64(r.drainPeak())/rate, "drain-peak-x")
 			b.ReportMetric(float64(r.reconnects), "reconnects")
 			b.ReportMetric(r.lastReconnect.Seconds(), "last-reconnect-s")
 			b.ReportMetric(r.allBack.Seconds(), "allback-s")
@@ -73,6 +80,8 @@ func BenchmarkScaleExpiry(b *testing.B) {
 				"n_per_w":          fmtFloat(rate, 0),
 				"peak_per_s":       strconv.Itoa(r.peak),
 				"peak_x":           fmtFloat(float64(r.peak)/rate, 2),
+				"drain_peak_per_s": strconv.Itoa(r.drainPeak()),
+				"drain_peak_x":     fmtFloat(float64(r.drainPeak())/rate, 2),
 				"reconnects":       strconv.Itoa(r.reconnects),
 				"last_reconnect_s": fmtFloat(r.lastReconnect.Seconds(), 1),
 				"allback_s":        fmtFloat(r.allBack.Seconds(), 1),
@@ -91,13 +100,17 @@ func BenchmarkScaleExpiry(b *testing.B) {
 }
 
 // expiryTSVHeader is docs/data/expiry-scale.tsv's.
-var expiryTSVHeader = []string{"agents", "window_s", "n_per_w", "peak_per_s", "peak_x", "reconnects",
+var expiryTSVHeader = []string{"agents", "window_s", "n_per_w", "peak_per_s", "peak_x", "drain_peak_per_s", "drain_peak_x", "reconnects",
 	"last_reconnect_s", "allback_s", "failures", "losses", "renewed"}
 
 type expiryResult struct {
 	phaseResult
-	renewed int // agents the replica sees on the renewed certificate
+	drainsPerSecond []int // expiry drains begun by the replica in each second from the window's start
+	renewed         int   // agents the replica sees on the renewed certificate
 }
+
+// drainPeak is the largest number of drains begun in one second.
+func (r expiryResult) drainPeak() int { return slices.Max(append(r.drainsPerSecond, 0)) }
 
 func runExpiry(b *testing.B, n int, window time.Duration) expiryResult {
 	b.Helper()
@@ -131,6 +144,9 @@ func runExpiry(b *testing.B, n int, window time.Duration) expiryResult {
 	})
 	r := expiryResult{phaseResult: log.phase(start)}
 	r.allBack = time.Since(start)
+	if err := json.Unmarshal([]byte(srv.ask(b, "drains", "drains")), &r.drainsPerSecond); err != nil {
+		b.Fatal(err)
+	}
 	var serials map[string]int
 	if err := json.Unmarshal([]byte(srv.ask(b, "serials", "serials")), &serials); err != nil {
 		b.Fatal(err)
@@ -139,21 +155,55 @@ func runExpiry(b *testing.B, n int, window time.Duration) expiryResult {
 	return r
 }
 
+// loadAverage is the machine's load average as /proc/loadavg gives it (the drain's
+// spread on the wall clock depends on the replica getting the CPU it needs).
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(data)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
+}
+
+// drainClock is scaleExpiry's expiry clock: a FakeClock that records, on the wall
+// clock, when each of its timers fires (each one is a connection's expiry drain).
+type drainClock struct {
+	*hotcerttest.FakeClock
+
+	mu     sync.Mutex
+	paced  time.Time   // when the pace command set it
+	drains []time.Time // when its timers fired
+}
+
+func (c *drainClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return c.FakeClock.AfterFunc(d, func() {
+		c.mu.Lock()
+		c.drains = append(c.drains, time.Now())
+		c.mu.Unlock()
+		f()
+	})
+}
+
 // expiryCommand answers, in the server process, the commands of scaleExpiry:
 //
 //   - "pace T" sets the expiry clock clk to T (RFC 3339) and lets it run from
 //     there at the wall clock's pace, in steps of 10 ms, until ctx ends;
+//   - "drains" answers how many expiry drains began in each second since then,
+//     as JSON;
 //   - "serials" answers the number of registered agents per client certificate
 //     serial, as JSON.
 //
 // ok is false for any other command.
-func expiryCommand(ctx context.Context, t failer, cp *controlplane.Server, clk *hotcerttest.FakeClock, cmd, arg string) (answer string, ok bool) {
+func expiryCommand(ctx context.Context, t failer, cp *controlplane.Server, clk *drainClock, cmd, arg string) (answer string, ok bool) {
 	switch {
 	case cmd == "pace" && clk != nil:
 		at, err := time.Parse(time.RFC3339Nano, arg)
 		if err != nil {
 			t.Fatal(err)
 		}
+		clk.mu.Lock()
+		clk.paced = time.Now()
+		clk.mu.Unlock()
 		clk.Advance(at.Sub(clk.Now()))
 		go func() {
 			tick := time.NewTicker(10 * time.Millisecond)
@@ -170,6 +220,15 @@ func expiryCommand(ctx context.Context, t failer, cp *controlplane.Server, clk *
 			}
 		}()
 		return "paced", true
+	case cmd == "drains" && clk != nil:
+		clk.mu.Lock()
+		perSecond := countPerSecond(clk.drains, clk.paced)
+		clk.mu.Unlock()
+		data, err := json.Marshal(perSecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "drains " + string(data), true
 	case cmd == "serials" && cp != nil:
 		serials := map[string]int{}
 		for _, a := range cp.Agents() {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -123,6 +124,7 @@ type phaseResult struct {
 	peak             int           // reconnects (handshakes) in the busiest second
 	reconnects       int           // reconnects in the phase
 	lastReconnect    time.Duration // from the phase's start to its last reconnect
+	perSecond        []int         // reconnects in each second from the phase's start
 	failures, losses int64         // failed stream opens; streams ended by an error
 	allBack          time.Duration // until every agent held a stream again (drain: on the new certificate)
 	firstErr         error
@@ -192,22 +194,38 @@ func (l *openLog) phase(since time.Time) phaseResult {
 	opens, firstErr := l.opens, l.firstErr
 	l.opens, l.firstErr = nil, nil
 	l.mu.Unlock()
-	buckets := map[int64]int{}
-	peak, count, last := 0, 0, time.Duration(0)
+	var last time.Duration
+	var kept []time.Time
 	for _, t := range opens {
-		if t.Before(since) {
-			continue
+		if !t.Before(since) {
+			kept = append(kept, t)
+			last = max(last, t.Sub(since))
 		}
-		k := int64(t.Sub(since) / time.Second)
-		buckets[k]++
-		peak = max(peak, buckets[k])
-		count, last = count+1, max(last, t.Sub(since))
 	}
-	r := phaseResult{peak: peak, reconnects: count, lastReconnect: last, failures: l.failures.Swap(0), losses: l.losses.Swap(0), firstErr: firstErr}
+	perSecond := countPerSecond(kept, since)
+	r := phaseResult{peak: slices.Max(append(perSecond, 0)), reconnects: len(kept), lastReconnect: last, perSecond: perSecond,
+		failures: l.failures.Swap(0), losses: l.losses.Swap(0), firstErr: firstErr}
 	if r.firstErr == nil {
 		r.firstErr = errors.New("none")
 	}
 	return r
+}
+
+// countPerSecond counts the times in each second from since (none before it);
+// nothing for a zero since.
+func countPerSecond(times []time.Time, since time.Time) []int {
+	var out []int
+	if since.IsZero() {
+		return nil
+	}
+	for _, t := range times {
+		k := int(t.Sub(since) / time.Second)
+		for len(out) <= k {
+			out = append(out, 0)
+		}
+		out[k]++
+	}
+	return out
 }
 
 // run keeps the agent's stream open until ctx ends: register, one heartbeat, then

@@ -553,8 +553,8 @@ func scaleServerProcess(t failer) {
 		defer ks.Close()
 	}
 	serveDone := make(chan error, 1)
-	var cp *controlplane.Server    // the control plane kinds' server
-	var clk *hotcerttest.FakeClock // scaleExpiry's expiry clock
+	var cp *controlplane.Server // the control plane kinds' server
+	var clk *drainClock         // scaleExpiry's expiry clock
 	switch kind {
 	case scalePlain, scalePlainTokens:
 		cert, err := tls.LoadX509KeyPair(path("tls/tls.crt"), path("tls/tls.key"))
@@ -599,7 +599,7 @@ func scaleServerProcess(t failer) {
 			cfg.DrainWindow, cfg.CutUntrusted = time.Minute, true
 		}
 		if kind == scaleExpiry {
-			clk = hotcerttest.NewFakeClock(time.Now())
+			clk = &drainClock{FakeClock: hotcerttest.NewFakeClock(time.Now())}
 			cfg.DrainWindow, cfg.DrainBeforeExpiry, cfg.ExpiryClock = time.Minute, scaleExpiryMargin, clk
 		}
 		if w := os.Getenv(scaleEnvWindow); w != "" && cfg.DrainWindow > 0 {
