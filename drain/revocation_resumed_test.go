@@ -105,13 +105,26 @@ func (c loggedCreds) Clone() credentials.TransportCredentials {
 	return loggedCreds{c.TransportCredentials.Clone(), c.log}
 }
 
-// resumingClientConfig presents leaf, trusts ca and keeps TLS 1.3 session tickets.
-func resumingClientConfig(ca *hotcerttest.CA, leaf *hotcerttest.Leaf) *tls.Config {
+// resumingClientConfig presents leaf, trusts ca and keeps session tickets, with
+// TLS version v only.
+func resumingClientConfig(ca *hotcerttest.CA, leaf *hotcerttest.Leaf, v uint16) *tls.Config {
 	return &tls.Config{RootCAs: hotcerttest.Pool(ca), Certificates: []tls.Certificate{leaf.TLSCertificate()},
-		ServerName: "localhost", MinVersion: tls.VersionTLS13, ClientSessionCache: tls.NewLRUClientSessionCache(8)}
+		ServerName: "localhost", MinVersion: v, MaxVersion: v, ClientSessionCache: tls.NewLRUClientSessionCache(8)}
 }
 
+// resumedVersions are the TLS versions whose resumed connections the cut is tested on.
+var resumedVersions = []struct {
+	name string
+	v    uint16
+}{{"TLS1.3", tls.VersionTLS13}, {"TLS1.2", tls.VersionTLS12}}
+
 func TestRevocationCutEndsAResumedGRPCConnection(t *testing.T) {
+	for _, v := range resumedVersions {
+		t.Run(v.name, func(t *testing.T) { testResumedGRPCCut(t, v.v) })
+	}
+}
+
+func testResumedGRPCCut(t *testing.T, version uint16) {
 	serverCA, agentCA := hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
 	deny := newDenyFiles(t, agentCA)
 	var server handshakeLog
@@ -120,7 +133,7 @@ func TestRevocationCutEndsAResumedGRPCConnection(t *testing.T) {
 	})
 	revoked := agentCA.MustIssue(hotcerttest.WithCommonName("agent-revoked"))
 	var client handshakeLog
-	creds := loggedCreds{credentials.NewTLS(resumingClientConfig(serverCA, revoked)), &client}
+	creds := loggedCreds{credentials.NewTLS(resumingClientConfig(serverCA, revoked, version)), &client}
 	newAgent := func() *agent {
 		cc, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(creds))
 		if err != nil {
@@ -161,15 +174,19 @@ func TestRevocationCutEndsAResumedGRPCConnection(t *testing.T) {
 	watch(kept)
 	testutil.WaitFor(t, "two connections", func() bool { return f.srv.Conns() == 2 })
 
+	shakes := f.conns.Load()
 	deny.revoke(revoked)
-	testutil.WaitFor(t, "the resumed connection to be cut", func() bool { return f.srv.Conns() == 1 && resumed.failures.Load() > 0 })
+	// The cut closes the connection, then logs it.
+	testutil.WaitFor(t, "the resumed connection to be cut", func() bool {
+		return resumed.failures.Load() > 0 && strings.Contains(f.logs.String(), "peer certificate revoked")
+	})
 	if logs := f.logs.String(); strings.Count(logs, "peer certificate revoked") != 1 || !strings.Contains(logs, "CN=agent-revoked") {
 		t.Fatalf("want one cut line naming agent-revoked:\n%s", logs)
 	}
 	// The agent reconnects with the ticket it holds: refused as a resumption.
 	testutil.WaitFor(t, "a refused resumption", func() bool { return server.refusedResumptions() > 0 })
-	if n := f.srv.Conns(); n != 1 {
-		t.Fatalf("%d connections after the refused resumption, want 1 (the other agent's)", n)
+	if n := f.conns.Load() - shakes; n != 0 {
+		t.Fatalf("%d handshakes succeeded after the revocation, want 0", n)
 	}
 	if kept.failures.Load() != 0 {
 		t.Error("the other agent's stream failed")
@@ -182,90 +199,96 @@ func TestRevocationCutEndsAResumedGRPCConnection(t *testing.T) {
 }
 
 func TestHTTPRevocationCutEndsAResumedConnection(t *testing.T) {
-	for _, h2 := range []bool{true, false} {
-		name := "HTTP/1.1"
-		if h2 {
-			name = "HTTP/2"
+	for _, v := range resumedVersions {
+		for _, h2 := range []bool{true, false} {
+			name := "HTTP/1.1"
+			if h2 {
+				name = "HTTP/2"
+			}
+			t.Run(v.name+"/"+name, func(t *testing.T) { testResumedHTTPCut(t, v.v, h2) })
 		}
-		t.Run(name, func(t *testing.T) {
-			serverCA, clientCA := hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
-			deny := newDenyFiles(t, clientCA)
-			store := hotcert.NewStore(material(t, serverCA.MustIssue(), clientCA))
-			logs, errs := &testutil.LogBuffer{}, &testutil.LogBuffer{}
-			var open atomic.Int64
-			var mu sync.Mutex
-			var seen []tls.ConnectionState // the server's view of each request's connection
-			srv := &http.Server{
-				TLSConfig: httptls.MTLSServerConfig(store, tlsconfig.WithDenyList(deny.r)),
-				Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					mu.Lock()
-					seen = append(seen, *r.TLS)
-					mu.Unlock()
-					_, _ = w.Write([]byte("ok"))
-				}),
-				ConnState: func(_ net.Conn, st http.ConnState) {
-					switch st {
-					case http.StateNew:
-						open.Add(1)
-					case http.StateClosed:
-						open.Add(-1)
-					}
-				},
-				ErrorLog: log.New(errs, "", 0), // handshake errors
-			}
-			d := drain.NewHTTPServer(drain.WithRevocationCut(deny.r), drain.WithLogger(slog.New(slog.NewTextHandler(logs, nil))), drain.WithGrace(time.Minute))
-			d.Wrap(srv)
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			url := "https://" + ln.Addr().String() + "/"
-			go srv.ServeTLS(ln, "", "")
-			t.Cleanup(func() { d.Close(); srv.Close() })
+	}
+}
 
-			revoked := clientCA.MustIssue(hotcerttest.WithCommonName("client-revoked"))
-			cut := httpClient(t, h2, serverCA, revoked)
-			tr := cut.Transport.(*http.Transport)
-			tr.TLSClientConfig = resumingClientConfig(serverCA, revoked)
-			keep := httpClient(t, h2, serverCA, clientCA.MustIssue(hotcerttest.WithCommonName("client-kept")))
-
-			cs, _, err := getTLS(cut, url)
-			if err != nil || cs.DidResume {
-				t.Fatalf("first request: %v (resumed=%v)", err, cs != nil && cs.DidResume)
-			}
-			tr.CloseIdleConnections()
-			testutil.WaitFor(t, "the first connection to close", func() bool { return open.Load() == 0 })
-			cs, reused, err := getTLS(cut, url)
-			if err != nil || reused || !cs.DidResume {
-				t.Fatalf("second request: %v (reused=%v, resumed=%v), want a new connection that resumed", err, reused, cs != nil && cs.DidResume)
-			}
+func testResumedHTTPCut(t *testing.T, version uint16, h2 bool) {
+	serverCA, clientCA := hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
+	deny := newDenyFiles(t, clientCA)
+	store := hotcert.NewStore(material(t, serverCA.MustIssue(), clientCA))
+	logs, errs := &testutil.LogBuffer{}, &testutil.LogBuffer{}
+	var open atomic.Int64
+	var mu sync.Mutex
+	var seen []tls.ConnectionState // the server's view of each request's connection
+	srv := &http.Server{
+		TLSConfig: httptls.MTLSServerConfig(store, tlsconfig.WithDenyList(deny.r)),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			mu.Lock()
-			last := seen[len(seen)-1]
+			seen = append(seen, *r.TLS)
 			mu.Unlock()
-			if !last.DidResume || len(last.PeerCertificates) == 0 || !last.PeerCertificates[0].Equal(revoked.Cert) {
-				t.Fatalf("server side of the second connection: resumed=%v, %d peer certificates, want the resumed session of client-revoked", last.DidResume, len(last.PeerCertificates))
+			_, _ = w.Write([]byte("ok"))
+		}),
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew:
+				open.Add(1)
+			case http.StateClosed:
+				open.Add(-1)
 			}
-			if _, _, err := getTLS(keep, url); err != nil {
-				t.Fatal(err)
-			}
-			testutil.WaitFor(t, "two open connections", func() bool { return open.Load() == 2 })
+		},
+		ErrorLog: log.New(errs, "", 0), // handshake errors
+	}
+	d := drain.NewHTTPServer(drain.WithRevocationCut(deny.r), drain.WithLogger(slog.New(slog.NewTextHandler(logs, nil))), drain.WithGrace(time.Minute))
+	d.Wrap(srv)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "https://" + ln.Addr().String() + "/"
+	go srv.ServeTLS(ln, "", "")
+	t.Cleanup(func() { d.Close(); srv.Close() })
 
-			deny.revoke(revoked)
-			testutil.WaitFor(t, "the resumed connection to be cut", func() bool { return open.Load() == 1 })
-			if l := logs.String(); strings.Count(l, "peer certificate revoked") != 1 || !strings.Contains(l, "CN=client-revoked") {
-				t.Fatalf("want one cut line naming client-revoked:\n%s", l)
-			}
-			// A new connection offers the ticket again: refused as a resumption.
-			tr.CloseIdleConnections()
-			if _, _, err := getTLS(cut, url); err == nil {
-				t.Fatal("the revoked client gets back in")
-			}
-			testutil.WaitFor(t, "the refused resumption to be logged", func() bool {
-				return strings.Contains(errs.String(), "resumed session refused")
-			})
-			if _, reused, err := getTLS(keep, url); err != nil || !reused {
-				t.Fatalf("the other client lost its connection: reused=%v err=%v", reused, err)
-			}
-		})
+	revoked := clientCA.MustIssue(hotcerttest.WithCommonName("client-revoked"))
+	cut := httpClient(t, h2, serverCA, revoked)
+	tr := cut.Transport.(*http.Transport)
+	tr.TLSClientConfig = resumingClientConfig(serverCA, revoked, version)
+	keep := httpClient(t, h2, serverCA, clientCA.MustIssue(hotcerttest.WithCommonName("client-kept")))
+
+	cs, _, err := getTLS(cut, url)
+	if err != nil || cs.DidResume {
+		t.Fatalf("first request: %v (resumed=%v)", err, cs != nil && cs.DidResume)
+	}
+	tr.CloseIdleConnections()
+	testutil.WaitFor(t, "the first connection to close", func() bool { return open.Load() == 0 })
+	cs, reused, err := getTLS(cut, url)
+	if err != nil || reused || !cs.DidResume {
+		t.Fatalf("second request: %v (reused=%v, resumed=%v), want a new connection that resumed", err, reused, cs != nil && cs.DidResume)
+	}
+	mu.Lock()
+	last := seen[len(seen)-1]
+	mu.Unlock()
+	if !last.DidResume || len(last.PeerCertificates) == 0 || !last.PeerCertificates[0].Equal(revoked.Cert) {
+		t.Fatalf("server side of the second connection: resumed=%v, %d peer certificates, want the resumed session of client-revoked", last.DidResume, len(last.PeerCertificates))
+	}
+	if _, _, err := getTLS(keep, url); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "two open connections", func() bool { return open.Load() == 2 })
+
+	deny.revoke(revoked)
+	testutil.WaitFor(t, "the resumed connection to be cut", func() bool {
+		return open.Load() == 1 && strings.Contains(logs.String(), "peer certificate revoked") // closed, then logged
+	})
+	if l := logs.String(); strings.Count(l, "peer certificate revoked") != 1 || !strings.Contains(l, "CN=client-revoked") {
+		t.Fatalf("want one cut line naming client-revoked:\n%s", l)
+	}
+	// A new connection offers the ticket again: refused as a resumption.
+	tr.CloseIdleConnections()
+	if _, _, err := getTLS(cut, url); err == nil {
+		t.Fatal("the revoked client gets back in")
+	}
+	testutil.WaitFor(t, "the refused resumption to be logged", func() bool {
+		return strings.Contains(errs.String(), "resumed session refused")
+	})
+	if _, reused, err := getTLS(keep, url); err != nil || !reused {
+		t.Fatalf("the other client lost its connection: reused=%v err=%v", reused, err)
 	}
 }

@@ -111,6 +111,8 @@ func TestRevocationCutEndsOnlyTheRevokedAgent(t *testing.T) {
 	deny.revoke(leaves[7])
 	testutil.WaitFor(t, "the revoked agent's connection to close", func() bool { return f.srv.Conns() == n-1 })
 	testutil.WaitFor(t, "the revoked agent's stream to end", func() bool { return agents[7].failures.Load() > 0 })
+	// The cut closes the connection, then logs it.
+	testutil.WaitFor(t, "the cut to be logged", func() bool { return strings.Contains(f.logs.String(), "peer certificate revoked") })
 	logs := f.logs.String()
 	if !strings.Contains(logs, "peer certificate revoked") || !strings.Contains(logs, "CN=agent-7") || strings.Count(logs, "peer certificate revoked") != 1 {
 		t.Fatalf("want one cut line naming agent-7:\n%s", logs)
@@ -173,6 +175,7 @@ func TestHTTPRevocationCutClosesOnlyTheRevokedClient(t *testing.T) {
 	}
 	deny.revoke(revoked)
 	testutil.WaitFor(t, "the revoked client's connection to close", func() bool { return closed.Load() >= 1 })
+	testutil.WaitFor(t, "the cut to be logged", func() bool { return strings.Contains(logs.String(), "peer certificate revoked") }) // after the close
 	if n := closed.Load(); n != 1 {
 		t.Fatalf("%d connections closed, want 1", n)
 	}
