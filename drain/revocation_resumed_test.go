@@ -24,8 +24,8 @@ import (
 	"github.com/hotcert/hotcert/tlsconfig"
 )
 
-// A connection that resumed a TLS 1.3 session is authenticated by the certificate
-// of the handshake that issued the ticket: crypto/tls restores that peer chain
+// A connection that resumed a session (TLS 1.3 or 1.2 ticket) is authenticated by
+// the certificate of the handshake that issued the ticket: crypto/tls restores that peer chain
 // (PeerCertificates, VerifiedChains) from the ticket, and it is what the live cut
 // matches on. These tests resume for real (DidResume is checked on both ends),
 // revoke the certificate by serial — which matches only with the issuer of the
