@@ -40,7 +40,9 @@ const (
 // lifetime.
 //
 // It reports the peak number of reconnects (TLS handshakes completed by agents) in
-// any one second as a multiple of N/W (goal ≤ 1.5), failed stream opens and streams
+// any one second as a multiple of N/W (goal ≤ 1.5) and, beside it, that of the
+// drains the replica began (when its expiry timers fired: the schedule as the
+// replica ran it, before any handshake's latency), failed stream opens and streams
 // lost with an error (goal 0 and 0), the reconnects in all (N: each agent once),
 // how long after the window's start the last one came and every agent held a stream
 // again, and how many agents the replica sees on the renewed certificate (the
