@@ -4,20 +4,17 @@ import (
 	"context"
 	"crypto/tls"
 	"log"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
 	"github.com/hotcert/hotcert"
-	"github.com/hotcert/hotcert/drain"
 	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/httptls"
 	"github.com/hotcert/hotcert/internal/testutil"
@@ -236,15 +233,7 @@ func testResumedHTTPCut(t *testing.T, version uint16, h2 bool) {
 		},
 		ErrorLog: log.New(errs, "", 0), // handshake errors
 	}
-	d := drain.NewHTTPServer(drain.WithRevocationCut(deny.r), drain.WithLogger(slog.New(slog.NewTextHandler(logs, nil))), drain.WithGrace(time.Minute))
-	d.Wrap(srv)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "https://" + ln.Addr().String() + "/"
-	go srv.ServeTLS(ln, "", "")
-	t.Cleanup(func() { d.Close(); srv.Close() })
+	url := serveWithRevocationCut(t, srv, deny, logs)
 
 	revoked := clientCA.MustIssue(hotcerttest.WithCommonName("client-revoked"))
 	cut := httpClient(t, h2, serverCA, revoked)

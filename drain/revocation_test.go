@@ -137,6 +137,22 @@ func TestRevocationCutEndsOnlyTheRevokedAgent(t *testing.T) {
 	}
 }
 
+// serveWithRevocationCut serves srv over TLS on a loopback port with the live cut
+// of deny (logging to logs) and returns its URL.
+func serveWithRevocationCut(t *testing.T, srv *http.Server, deny *denyFiles, logs *testutil.LogBuffer) string {
+	t.Helper()
+	d := drain.NewHTTPServer(drain.WithRevocationCut(deny.r), drain.WithLogger(slog.New(slog.NewTextHandler(logs, nil))), drain.WithGrace(time.Minute))
+	d.Wrap(srv)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "https://" + ln.Addr().String() + "/"
+	go srv.ServeTLS(ln, "", "")
+	t.Cleanup(func() { d.Close(); srv.Close() })
+	return url
+}
+
 // TestHTTPRevocationCutClosesOnlyTheRevokedClient: an HTTP/2 client whose
 // certificate is revoked loses its connection and cannot get back in; another
 // keeps its connection.
@@ -155,15 +171,7 @@ func TestHTTPRevocationCutClosesOnlyTheRevokedClient(t *testing.T) {
 			}
 		},
 	}
-	d := drain.NewHTTPServer(drain.WithRevocationCut(deny.r), drain.WithLogger(slog.New(slog.NewTextHandler(logs, nil))), drain.WithGrace(time.Minute))
-	d.Wrap(srv)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "https://" + ln.Addr().String() + "/"
-	go srv.ServeTLS(ln, "", "")
-	t.Cleanup(func() { d.Close(); srv.Close() })
+	url := serveWithRevocationCut(t, srv, deny, logs)
 
 	revoked := clientCA.MustIssue(hotcerttest.WithCommonName("client-revoked"))
 	keep := httpClient(t, true, serverCA, clientCA.MustIssue(hotcerttest.WithCommonName("client-kept")))
