@@ -525,7 +525,7 @@ func TestMain(m *testing.M) {
 
 // scaleServerProcess is BenchmarkScaleAgents' server process. It serves until its
 // stdin closes, printing its address and a sample of itself when ready and another
-// after "measure".
+// after "measure"; scaleExpiry's server answers its commands too (expiryCommand).
 func scaleServerProcess(t failer) {
 	kind, dir := os.Getenv(scaleEnvServer), os.Getenv(scaleEnvDir)
 	n, err := strconv.Atoi(os.Getenv(scaleEnvN))
