@@ -85,18 +85,28 @@ func httpClient(t *testing.T, h2 bool, ca *hotcerttest.CA, cert *hotcerttest.Lea
 // get returns the serial of the server certificate of the connection that served it
 // and whether the connection was reused.
 func get(t *testing.T, c *http.Client, url string) (serial string, reused bool, err error) {
+	cs, reused, err := getTLS(c, url)
+	if err != nil {
+		return "", false, err
+	}
+	return cs.PeerCertificates[0].SerialNumber.String(), reused, nil
+}
+
+// getTLS returns the TLS state of the connection that served a GET of url and
+// whether the connection was reused.
+func getTLS(c *http.Client, url string) (_ *tls.ConnectionState, reused bool, _ error) {
 	var info httptrace.GotConnInfo
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	req = req.WithContext(httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { info = i }}))
 	resp, err := c.Do(req)
 	if err != nil {
-		return "", false, err
+		return nil, false, err
 	}
 	defer resp.Body.Close()
 	if _, err := io.ReadAll(resp.Body); err != nil {
-		return "", false, err
+		return nil, false, err
 	}
-	return resp.TLS.PeerCertificates[0].SerialNumber.String(), info.Reused, nil
+	return resp.TLS, info.Reused, nil
 }
 
 func TestHTTPIdentityDrainMovesClientsOntoTheNewCertificate(t *testing.T) {

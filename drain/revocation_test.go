@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/drain"
@@ -60,19 +61,22 @@ func (d *denyFiles) revoke(leaf *hotcerttest.Leaf) {
 		hotcert.FormatSerial(leaf.Cert.SerialNumber), hotcert.FingerprintOf(leaf.Issuer.Cert))})
 }
 
-// TestRevocationCutEndsOnlyTheRevokedAgent: of 20 agents holding gRPC streams, the
-// one whose serial is added to the deny list loses its connection at once (no
-// GOAWAY grace) and cannot reconnect; no other agent's stream is disturbed.
-func TestRevocationCutEndsOnlyTheRevokedAgent(t *testing.T) {
-	serverCA, agentCA := hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
-	deny := newDenyFiles(t, agentCA)
+// newRevocationFixture serves agents of agentCA with a certificate of serverCA,
+// refusing at the handshake and cutting live what deny revokes; wrap, if not nil,
+// wraps the server's transport credentials.
+func newRevocationFixture(t *testing.T, serverCA, agentCA *hotcerttest.CA, deny *denyFiles, wrap func(credentials.TransportCredentials) credentials.TransportCredentials) *fixture {
+	t.Helper()
 	f := &fixture{store: hotcert.NewStore(material(t, serverCA.MustIssue(), agentCA)), logs: &testutil.LogBuffer{}, hs: &handshakes{}, slowStarted: make(chan struct{}, 1)}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.addr = lis.Addr().String()
-	f.srv = drain.NewServer(countingCreds{grpccreds.NewMTLSServer(f.store, tlsconfig.WithDenyList(deny.r)), &f.conns, f.hs},
+	creds := grpccreds.NewMTLSServer(f.store, tlsconfig.WithDenyList(deny.r))
+	if wrap != nil {
+		creds = wrap(creds)
+	}
+	f.srv = drain.NewServer(countingCreds{creds, &f.conns, f.hs},
 		func(o ...grpc.ServerOption) *grpc.Server {
 			s := grpc.NewServer(o...)
 			s.RegisterService(&desc, f)
@@ -81,6 +85,16 @@ func TestRevocationCutEndsOnlyTheRevokedAgent(t *testing.T) {
 		drain.WithRevocationCut(deny.r), drain.WithGrace(time.Minute))
 	go f.srv.Serve(lis)
 	t.Cleanup(f.srv.Stop)
+	return f
+}
+
+// TestRevocationCutEndsOnlyTheRevokedAgent: of 20 agents holding gRPC streams, the
+// one whose serial is added to the deny list loses its connection at once (no
+// GOAWAY grace) and cannot reconnect; no other agent's stream is disturbed.
+func TestRevocationCutEndsOnlyTheRevokedAgent(t *testing.T) {
+	serverCA, agentCA := hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
+	deny := newDenyFiles(t, agentCA)
+	f := newRevocationFixture(t, serverCA, agentCA, deny, nil)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -101,6 +115,8 @@ func TestRevocationCutEndsOnlyTheRevokedAgent(t *testing.T) {
 	deny.revoke(leaves[7])
 	testutil.WaitFor(t, "the revoked agent's connection to close", func() bool { return f.srv.Conns() == n-1 })
 	testutil.WaitFor(t, "the revoked agent's stream to end", func() bool { return agents[7].failures.Load() > 0 })
+	// The cut closes the connection, then logs it.
+	testutil.WaitFor(t, "the cut to be logged", func() bool { return strings.Contains(f.logs.String(), "peer certificate revoked") })
 	logs := f.logs.String()
 	if !strings.Contains(logs, "peer certificate revoked") || !strings.Contains(logs, "CN=agent-7") || strings.Count(logs, "peer certificate revoked") != 1 {
 		t.Fatalf("want one cut line naming agent-7:\n%s", logs)
@@ -125,6 +141,22 @@ func TestRevocationCutEndsOnlyTheRevokedAgent(t *testing.T) {
 	}
 }
 
+// serveWithRevocationCut serves srv over TLS on a loopback port with the live cut
+// of deny (logging to logs) and returns its URL.
+func serveWithRevocationCut(t *testing.T, srv *http.Server, deny *denyFiles, logs *testutil.LogBuffer) string {
+	t.Helper()
+	d := drain.NewHTTPServer(drain.WithRevocationCut(deny.r), drain.WithLogger(slog.New(slog.NewTextHandler(logs, nil))), drain.WithGrace(time.Minute))
+	d.Wrap(srv)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "https://" + ln.Addr().String() + "/"
+	go srv.ServeTLS(ln, "", "")
+	t.Cleanup(func() { d.Close(); srv.Close() })
+	return url
+}
+
 // TestHTTPRevocationCutClosesOnlyTheRevokedClient: an HTTP/2 client whose
 // certificate is revoked loses its connection and cannot get back in; another
 // keeps its connection.
@@ -143,15 +175,7 @@ func TestHTTPRevocationCutClosesOnlyTheRevokedClient(t *testing.T) {
 			}
 		},
 	}
-	d := drain.NewHTTPServer(drain.WithRevocationCut(deny.r), drain.WithLogger(slog.New(slog.NewTextHandler(logs, nil))), drain.WithGrace(time.Minute))
-	d.Wrap(srv)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "https://" + ln.Addr().String() + "/"
-	go srv.ServeTLS(ln, "", "")
-	t.Cleanup(func() { d.Close(); srv.Close() })
+	url := serveWithRevocationCut(t, srv, deny, logs)
 
 	revoked := clientCA.MustIssue(hotcerttest.WithCommonName("client-revoked"))
 	keep := httpClient(t, true, serverCA, clientCA.MustIssue(hotcerttest.WithCommonName("client-kept")))
@@ -163,6 +187,7 @@ func TestHTTPRevocationCutClosesOnlyTheRevokedClient(t *testing.T) {
 	}
 	deny.revoke(revoked)
 	testutil.WaitFor(t, "the revoked client's connection to close", func() bool { return closed.Load() >= 1 })
+	testutil.WaitFor(t, "the cut to be logged", func() bool { return strings.Contains(logs.String(), "peer certificate revoked") }) // after the close
 	if n := closed.Load(); n != 1 {
 		t.Fatalf("%d connections closed, want 1", n)
 	}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,7 +49,7 @@ func BenchmarkScaleRotation(b *testing.B) {
 			if err := raiseNoFile(uint64(n) + 512); err != nil {
 				b.Skip(err)
 			}
-			window := max(5*time.Second, time.Duration(n)*time.Second/200)
+			window := scaleDrainWindow(n)
 			var r rotationResult
 			for range b.N {
 				r = runRotation(b, n, window)
@@ -93,6 +94,12 @@ var rotationTSVHeader = []string{"agents", "window_s", "n_per_w",
 	"drain_peak_per_s", "drain_peak_x", "drain_failures", "drain_losses", "drain_allback_s",
 	"restart_peak_per_s", "restart_peak_x", "restart_failures", "restart_losses", "restart_allback_s"}
 
+// scaleDrainWindow is the drain window of n agents: N/200 per second with a 5 s
+// minimum (1k: 5 s, 5k: 25 s, 10k: 50 s).
+func scaleDrainWindow(n int) time.Duration {
+	return max(5*time.Second, time.Duration(n)*time.Second/200)
+}
+
 // scaleSizes are the agent counts of the scale benchmarks: 1k, 5k, 10k; 100 with
 // -short; or the list in HOTCERT_SCALE_AGENTS.
 func scaleSizes(b *testing.B) []int {
@@ -115,6 +122,9 @@ func scaleSizes(b *testing.B) []int {
 
 type phaseResult struct {
 	peak             int           // reconnects (handshakes) in the busiest second
+	reconnects       int           // reconnects in the phase
+	lastReconnect    time.Duration // from the phase's start to its last reconnect
+	perSecond        []int         // reconnects in each second from the phase's start
 	failures, losses int64         // failed stream opens; streams ended by an error
 	allBack          time.Duration // until every agent held a stream again (drain: on the new certificate)
 	firstErr         error
@@ -184,21 +194,38 @@ func (l *openLog) phase(since time.Time) phaseResult {
 	opens, firstErr := l.opens, l.firstErr
 	l.opens, l.firstErr = nil, nil
 	l.mu.Unlock()
-	buckets := map[int64]int{}
-	peak := 0
+	var last time.Duration
+	var kept []time.Time
 	for _, t := range opens {
-		if t.Before(since) {
-			continue
+		if !t.Before(since) {
+			kept = append(kept, t)
+			last = max(last, t.Sub(since))
 		}
-		k := int64(t.Sub(since) / time.Second)
-		buckets[k]++
-		peak = max(peak, buckets[k])
 	}
-	r := phaseResult{peak: peak, failures: l.failures.Swap(0), losses: l.losses.Swap(0), firstErr: firstErr}
+	perSecond := countPerSecond(kept, since)
+	r := phaseResult{peak: slices.Max(append(perSecond, 0)), reconnects: len(kept), lastReconnect: last, perSecond: perSecond,
+		failures: l.failures.Swap(0), losses: l.losses.Swap(0), firstErr: firstErr}
 	if r.firstErr == nil {
 		r.firstErr = errors.New("none")
 	}
 	return r
+}
+
+// countPerSecond counts the times in each second from since (none before it);
+// nothing for a zero since.
+func countPerSecond(times []time.Time, since time.Time) []int {
+	var out []int
+	if since.IsZero() {
+		return nil
+	}
+	for _, t := range times {
+		k := int(t.Sub(since) / time.Second)
+		for len(out) <= k {
+			out = append(out, 0)
+		}
+		out[k]++
+	}
+	return out
 }
 
 // run keeps the agent's stream open until ctx ends: register, one heartbeat, then
@@ -265,53 +292,9 @@ func runRotation(b *testing.B, n int, window time.Duration) rotationResult {
 			srv.stop(b)
 		}
 	}()
-	tokens := readTokens(b, pki)
-	creds := pki.clientCreds(b)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	agents := make([]*rotationAgent, n)
-	defer func() {
-		cancel()
-		wg.Wait()
-		for _, a := range agents {
-			a.cc.Close()
-		}
-	}()
 	var log openLog
-	for i := range agents {
-		a := &rotationAgent{id: scaleAgentID(i), token: tokens[i]}
-		cc, err := grpc.NewClient("passthrough:///"+srv.addr,
-			grpc.WithTransportCredentials(&fpCreds{TransportCredentials: creds, a: a, log: &log}),
-			grpc.WithPerRPCCredentials(jwtgrpc.NewPerRPCCredentials(jwtkeys.StaticToken(a.token))),
-			grpc.WithReadBufferSize(4<<10), grpc.WithWriteBufferSize(4<<10),
-			grpc.WithConnectParams(grpc.ConnectParams{
-				Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
-				MinConnectTimeout: 20 * time.Second,
-			}))
-		if err != nil {
-			b.Fatal(err)
-		}
-		a.cc = cc
-		agents[i] = a
-	}
-	// Connect at most 64 at a time, as BenchmarkScaleAgents does.
-	for i := 0; i < n; i += 64 {
-		batch := agents[i:min(i+64, n)]
-		for _, a := range batch {
-			wg.Go(func() { a.run(ctx, &log) })
-		}
-		waitAll(b, "agents to connect", 5*time.Minute, func() bool {
-			for _, a := range batch {
-				if a.streamFP.Load() == nil {
-					return false
-				}
-			}
-			return true
-		})
-	}
-	if p := log.phase(time.Time{}); p.failures+p.losses != 0 {
-		b.Fatalf("initial connect: %d failed stream opens, %d lost streams (first: %v)", p.failures, p.losses, p.firstErr)
-	}
+	agents, stopAgents := startRotationAgents(b, srv.addr, pki.clientCreds(b), readTokens(b, pki), &log)
+	defer stopAgents()
 
 	// The rotation: a renewed certificate, agents move over within the window.
 	leaf := pki.ca.MustIssue()
@@ -352,6 +335,69 @@ func runRotation(b *testing.B, n int, window time.Duration) rotationResult {
 	r.restart = log.phase(start)
 	r.restart.allBack = time.Since(start)
 	return r
+}
+
+// startRotationAgents connects one agent per token to addr with creds, at most 64
+// at a time as BenchmarkScaleAgents does, each keeping its stream open
+// (rotationAgent.run) and recording its handshakes in log, and returns once every
+// one holds its stream, with no failure. stop ends them.
+func startRotationAgents(b *testing.B, addr string, creds credentials.TransportCredentials, tokens []string, log *openLog) (agents []*rotationAgent, stop func()) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	stop = func() {
+		cancel()
+		wg.Wait()
+		for _, a := range agents {
+			a.cc.Close()
+		}
+	}
+	for i, token := range tokens {
+		a := &rotationAgent{id: scaleAgentID(i), token: token}
+		cc, err := grpc.NewClient("passthrough:///"+addr,
+			grpc.WithTransportCredentials(&fpCreds{TransportCredentials: creds, a: a, log: log}),
+			grpc.WithPerRPCCredentials(jwtgrpc.NewPerRPCCredentials(jwtkeys.StaticToken(a.token))),
+			grpc.WithReadBufferSize(4<<10), grpc.WithWriteBufferSize(4<<10),
+			grpc.WithConnectParams(grpc.ConnectParams{
+				Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+				MinConnectTimeout: 20 * time.Second,
+			}))
+		if err != nil {
+			stop()
+			b.Fatal(err)
+		}
+		a.cc = cc
+		agents = append(agents, a)
+	}
+	for i := 0; i < len(agents); i += 64 {
+		batch := agents[i:min(i+64, len(agents))]
+		for _, a := range batch {
+			wg.Go(func() { a.run(ctx, log) })
+		}
+		deadline := time.Now().Add(5 * time.Minute)
+		for !holdStreams(batch) {
+			if time.Now().After(deadline) {
+				stop()
+				b.Fatalf("timed out after 5m0s waiting for agents to connect")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if p := log.phase(time.Time{}); p.failures+p.losses != 0 {
+		stop()
+		b.Fatalf("initial connect: %d failed stream opens, %d lost streams (first: %v)", p.failures, p.losses, p.firstErr)
+	}
+	return agents, stop
+}
+
+// holdStreams says whether every agent holds a registered stream.
+func holdStreams(agents []*rotationAgent) bool {
+	for _, a := range agents {
+		if a.streamFP.Load() == nil {
+			return false
+		}
+	}
+	return true
 }
 
 func readTokens(b *testing.B, pki *scalePKI) []string {

@@ -337,6 +337,13 @@ func (p *scalePKI) clientCreds(b *testing.B) credentials.TransportCredentials {
 // clientCredsFor are clientCreds presenting leaf.
 func (p *scalePKI) clientCredsFor(b *testing.B, leaf *hotcerttest.Leaf) credentials.TransportCredentials {
 	b.Helper()
+	return grpccreds.NewClient(hotcert.NewStore(p.clientMaterial(b, leaf)), tlsconfig.WithServerName("localhost"))
+}
+
+// clientMaterial is an agent's material: leaf and the CA that issued the server's
+// certificate.
+func (p *scalePKI) clientMaterial(b *testing.B, leaf *hotcerttest.Leaf) *hotcert.Material {
+	b.Helper()
 	m, err := hotcert.Validate(hotcert.Content{
 		Cert: hotcert.Input{Name: "client.crt", Data: leaf.ChainPEM},
 		Key:  hotcert.Input{Name: "client.key", Data: leaf.KeyPEM},
@@ -345,7 +352,7 @@ func (p *scalePKI) clientCredsFor(b *testing.B, leaf *hotcerttest.Leaf) credenti
 	if err != nil {
 		b.Fatal(err)
 	}
-	return grpccreds.NewClient(hotcert.NewStore(m), tlsconfig.WithServerName("localhost"))
+	return m
 }
 
 // scaleServer is a server process started by startScaleServer.
@@ -405,14 +412,29 @@ func (s *scaleServer) next(b *testing.B) string {
 // measure asks the server process for a sample of itself.
 func (s *scaleServer) measure(b *testing.B) processSample {
 	b.Helper()
-	if _, err := io.WriteString(s.stdin, "measure\n"); err != nil {
-		b.Fatal(err)
-	}
 	var after processSample
-	if err := json.Unmarshal([]byte(strings.TrimPrefix(s.next(b), "after ")), &after); err != nil {
+	if err := json.Unmarshal([]byte(s.ask(b, "measure", "after")), &after); err != nil {
 		b.Fatal(err)
 	}
 	return after
+}
+
+// ask sends the server process the command line cmd and returns the rest of its
+// answer, the line that starts with the word answer.
+func (s *scaleServer) ask(b *testing.B, cmd, answer string) string {
+	b.Helper()
+	if _, err := io.WriteString(s.stdin, cmd+"\n"); err != nil {
+		b.Fatal(err)
+	}
+	l := s.next(b)
+	if l == answer {
+		return ""
+	}
+	rest, ok := strings.CutPrefix(l, answer+" ")
+	if !ok {
+		b.Fatalf("%s server process: %q answered %q, want %q", s.kind, cmd, l, answer)
+	}
+	return rest
 }
 
 // stop closes the server process's stdin (it stops its server and exits) and waits.
@@ -503,7 +525,7 @@ func TestMain(m *testing.M) {
 
 // scaleServerProcess is BenchmarkScaleAgents' server process. It serves until its
 // stdin closes, printing its address and a sample of itself when ready and another
-// after "measure".
+// after "measure"; scaleExpiry's server answers its commands too (expiryCommand).
 func scaleServerProcess(t failer) {
 	kind, dir := os.Getenv(scaleEnvServer), os.Getenv(scaleEnvDir)
 	n, err := strconv.Atoi(os.Getenv(scaleEnvN))
@@ -531,6 +553,8 @@ func scaleServerProcess(t failer) {
 		defer ks.Close()
 	}
 	serveDone := make(chan error, 1)
+	var cp *controlplane.Server // the control plane kinds' server
+	var clk *drainClock         // scaleExpiry's expiry clock
 	switch kind {
 	case scalePlain, scalePlainTokens:
 		cert, err := tls.LoadX509KeyPair(path("tls/tls.crt"), path("tls/tls.key"))
@@ -573,16 +597,21 @@ func scaleServerProcess(t failer) {
 		}
 		if kind == scaleDrain {
 			cfg.DrainWindow, cfg.CutUntrusted = time.Minute, true
-			if w := os.Getenv(scaleEnvWindow); w != "" {
-				if cfg.DrainWindow, err = time.ParseDuration(w); err != nil {
-					t.Fatal(err)
-				}
+		}
+		if kind == scaleExpiry {
+			clk = &drainClock{FakeClock: hotcerttest.NewFakeClock(time.Now())}
+			cfg.DrainWindow, cfg.DrainBeforeExpiry, cfg.ExpiryClock = time.Minute, scaleExpiryMargin, clk
+		}
+		if w := os.Getenv(scaleEnvWindow); w != "" && cfg.DrainWindow > 0 {
+			if cfg.DrainWindow, err = time.ParseDuration(w); err != nil {
+				t.Fatal(err)
 			}
 		}
 		srv, err := controlplane.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
+		cp = srv
 		srvCtx, stop := context.WithCancel(ctx)
 		go func() { serveDone <- srv.Serve(srvCtx, ln) }()
 		defer func() {
@@ -601,13 +630,19 @@ func scaleServerProcess(t failer) {
 	fmt.Printf("%sready %s %s\n", scaleLine, ln.Addr(), before)
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
-		if in.Text() == "measure" {
+		cmd, arg, _ := strings.Cut(in.Text(), " ")
+		switch cmd {
+		case "measure":
 			prof.stop(t)
 			after, err := json.Marshal(sampleProcess(t))
 			if err != nil {
 				t.Fatal(err)
 			}
 			fmt.Printf("%safter %s\n", scaleLine, after)
+		default:
+			if answer, ok := expiryCommand(ctx, t, cp, clk, cmd, arg); ok {
+				fmt.Printf("%s%s\n", scaleLine, answer)
+			}
 		}
 	}
 }
