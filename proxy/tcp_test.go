@@ -143,7 +143,9 @@ func TestServerTCPProxyProtocolCarriesThePeer(t *testing.T) {
 func TestServerTCPDrainClosesIdleConnectionsFirst(t *testing.T) {
 	ca := hotcerttest.MustNewCA()
 	id := hotcert.NewStore(material(t, ca.MustIssue()))
-	idle := 150 * time.Millisecond
+	// idle is long against the busy connection's tick so that a loaded
+	// machine's scheduling delay does not make it idle.
+	idle := 400 * time.Millisecond
 	s, err := proxy.NewServer(echoBackend(t, nil), []hotcert.Provider{id},
 		proxy.WithDrainWindow(0), proxy.WithIdle(idle), proxy.WithGrace(time.Hour))
 	if err != nil {
@@ -367,7 +369,8 @@ func TestServerTCPShutdownDrains(t *testing.T) {
 func TestServerTCPMaxConnectionAgeClosesOnceIdle(t *testing.T) {
 	ca := hotcerttest.MustNewCA()
 	id := hotcert.NewStore(material(t, ca.MustIssue()))
-	idle := 100 * time.Millisecond
+	// idle is long against the busy connection's pace (see above).
+	idle := 400 * time.Millisecond
 	s, err := proxy.NewServer(echoBackend(t, nil), []hotcert.Provider{id},
 		proxy.WithMaxConnectionAge(2*idle), proxy.WithIdle(idle), proxy.WithGrace(time.Hour))
 	if err != nil {
@@ -386,11 +389,12 @@ func TestServerTCPMaxConnectionAgeClosesOnceIdle(t *testing.T) {
 		return c
 	}
 	quiet, busy := dial(), dial()
-	// busy moves a byte every tenth of the idle time for twenty idle times.
+	// busy moves a byte every tenth of the idle time for five idle times
+	// (two and a half maximum ages).
 	result := make(chan error, 1)
 	go func() {
 		start := time.Now()
-		for i := range 200 {
+		for i := range 50 {
 			if err := roundTrip(t, busy, "b"); err != nil {
 				result <- fmt.Errorf("the busy connection was cut at its maximum age (round trip %d, after %s): %w", i, time.Since(start), err)
 				return
