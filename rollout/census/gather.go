@@ -44,17 +44,17 @@ func listPods(pods *podIndex, objects []core.State, sc scope) []*podRecord {
 	return records
 }
 
-// consumers returns the pods of records that consume objects, with their
-// records, by key.
+// consumers returns the pods of records that consume objects, and their
+// records (of the same index).
 //
 // What a pod uses depends on its spec and namespace only (unless a pod
 // certificate, which is one pod's own, is among objects), and the pods of a
 // ReplicaSet share one reduced spec: their uses are found once and shared
 // (read-only), so that a census of 10,000 such pods does not work them out
 // 10,000 times.
-func consumers(records []*podRecord, objects []core.Object) ([]core.Pod, map[string]*podRecord) {
+func consumers(records []*podRecord, objects []core.Object) ([]core.Pod, []*podRecord) {
 	out := make([]core.Pod, 0, len(records))
-	byKey := make(map[string]*podRecord, len(records))
+	of := make([]*podRecord, 0, len(records))
 	type shape struct {
 		spec      *corev1.PodSpec
 		namespace string
@@ -68,9 +68,8 @@ func consumers(records []*podRecord, objects []core.Object) ([]core.Pod, map[str
 		k := shape{r.spec, r.namespace}
 		if uses, ok := known[k]; ok {
 			if len(uses) > 0 {
-				cp := core.Pod{Namespace: r.namespace, Name: r.name, Labels: r.labelSet(), Started: r.startedMap(), Uses: uses}
-				out = append(out, cp)
-				byKey[cp.Key()] = r
+				out = append(out, core.Pod{Namespace: r.namespace, Name: r.name, Labels: r.labelSet(), Started: r.started, Uses: uses})
+				of = append(of, r)
 			}
 			continue
 		}
@@ -81,22 +80,22 @@ func consumers(records []*podRecord, objects []core.Object) ([]core.Pod, map[str
 		}
 		if ok {
 			out = append(out, cp)
-			byKey[cp.Key()] = r
+			of = append(of, r)
 		}
 	}
-	return out, byKey
+	return out, of
 }
 
 // gatherer gathers the evidence of one census.
 type gatherer struct {
-	c      *Census
-	tr     *v1alpha1.TrustRotation
-	cache  client.Reader
-	oldCA  side
-	newCA  side
-	pods   []core.Pod
-	byKey  map[string]*podRecord
-	states []core.State
+	c       *Census
+	tr      *v1alpha1.TrustRotation
+	cache   client.Reader
+	oldCA   side
+	newCA   side
+	pods    []core.Pod
+	records []*podRecord // pods[i]'s is records[i]
+	states  []core.State
 }
 
 // reports reads what the pods report: from Prometheus when the rotation
@@ -215,12 +214,12 @@ func (g *gatherer) served(ctx context.Context) map[string][]core.Served {
 func (g *gatherer) each(f func(key string, p *podRecord)) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, g.c.opts.Concurrency)
-	for key, p := range g.byKey {
+	for i, p := range g.records {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			f(key, p)
+			f(g.pods[i].Key(), p)
 		}()
 	}
 	wg.Wait()

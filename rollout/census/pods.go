@@ -6,12 +6,13 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"time"
 	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	core "github.com/hotcert/hotcert/rollout/internal/census"
 )
 
 // podRecord is what the census keeps of a pod: about 300 bytes with the
@@ -30,14 +31,11 @@ type podRecord struct {
 	spec                             *corev1.PodSpec    // shared, reduced (reducedSpec)
 	ip                               string
 	gone                             bool // being deleted, or its containers have all exited (Succeeded, Failed)
-	started                          []containerStart
-}
-
-// containerStart is when a running container started.
-type containerStart struct {
-	container string // the spec's string
-	init      bool   // a sidecar (an init container that keeps running)
-	at        int64  // Unix nanoseconds
+	// started are when the running containers started, as the census reads
+	// them (each census's pods share them), and sidecars when the running
+	// sidecars (init containers that keep running) did. A container's name
+	// is the spec's string.
+	started, sidecars []core.Start
 }
 
 // GetObjectMeta lets client-go's informer key, index and compare records
@@ -64,28 +62,16 @@ func (r *podRecord) fill(p *corev1.Pod) {
 	cs, is := p.Status.ContainerStatuses[:0], p.Status.InitContainerStatuses[:0]
 	*p = corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: r.name, UID: r.uid, Labels: r.labelSet()},
 		Spec: *r.spec, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: r.ip}}
+	status := func(s core.Start) corev1.ContainerStatus {
+		return corev1.ContainerStatus{Name: s.Container, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(s.At)}}}
+	}
 	for _, s := range r.started {
-		st := corev1.ContainerStatus{Name: s.container, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{
-			StartedAt: metav1.NewTime(time.Unix(0, s.at))}}}
-		if s.init {
-			is = append(is, st)
-		} else {
-			cs = append(cs, st)
-		}
+		cs = append(cs, status(s))
+	}
+	for _, s := range r.sidecars {
+		is = append(is, status(s))
 	}
 	p.Status.ContainerStatuses, p.Status.InitContainerStatuses = cs, is
-}
-
-// startedMap is when each running container (not a sidecar) started, as
-// core.PodOf reads it from the Pod that fill makes.
-func (r *podRecord) startedMap() map[string]time.Time {
-	m := make(map[string]time.Time, len(r.started))
-	for _, s := range r.started {
-		if !s.init {
-			m[s.container] = time.Unix(0, s.at)
-		}
-	}
-	return m
 }
 
 // records builds pod records, sharing what pods have alike.
@@ -131,29 +117,30 @@ func (rs *records) record(p *corev1.Pod) *podRecord {
 		r.labels = rs.labels.intern(&l)
 	}
 	r.spec = rs.specs.intern(reducedSpec(&p.Spec))
-	r.started = startTimes(r.spec, p.Status)
+	r.started = startTimes(r.spec.Containers, p.Status.ContainerStatuses)
+	r.sidecars = startTimes(r.spec.InitContainers, p.Status.InitContainerStatuses)
 	return r
 }
 
-// startTimes lists the start times of the running containers (and sidecars)
-// of a pod whose reduced spec is spec.
-func startTimes(spec *corev1.PodSpec, st corev1.PodStatus) []containerStart {
-	var out []containerStart
-	add := func(containers []corev1.Container, statuses []corev1.ContainerStatus, init bool) {
-		for _, s := range statuses {
-			r := s.State.Running
-			if r == nil || r.StartedAt.IsZero() {
-				continue
-			}
-			i := slices.IndexFunc(containers, func(c corev1.Container) bool { return c.Name == s.Name })
-			if i < 0 {
-				continue // a container the reduced spec does not keep (an init container that exits)
-			}
-			out = append(out, containerStart{container: containers[i].Name, init: init, at: r.StartedAt.UnixNano()})
+// startTimes lists the start times of the running containers among
+// statuses, of those the reduced spec keeps (an init container that exits
+// it does not).
+func startTimes(containers []corev1.Container, statuses []corev1.ContainerStatus) []core.Start {
+	var out []core.Start
+	for _, s := range statuses {
+		r := s.State.Running
+		if r == nil || r.StartedAt.IsZero() {
+			continue
 		}
+		i := slices.IndexFunc(containers, func(c corev1.Container) bool { return c.Name == s.Name })
+		if i < 0 {
+			continue
+		}
+		if out == nil {
+			out = make([]core.Start, 0, len(statuses))
+		}
+		out = append(out, core.Start{Container: containers[i].Name, At: r.StartedAt.Time})
 	}
-	add(spec.Containers, st.ContainerStatuses, false)
-	add(spec.InitContainers, st.InitContainerStatuses, true)
 	return out
 }
 

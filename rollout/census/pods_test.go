@@ -132,9 +132,9 @@ func TestPodRecordsKeepWhatTheCensusJudges(t *testing.T) {
 
 // utc is p with its start times in UTC, to be compared.
 func utc(p core.Pod) core.Pod {
-	started := map[string]time.Time{}
-	for c, at := range p.Started {
-		started[c] = at.UTC()
+	started := make([]core.Start, len(p.Started))
+	for i, s := range p.Started {
+		started[i] = core.Start{Container: s.Container, At: s.At.UTC()}
 	}
 	p.Started = started
 	return p

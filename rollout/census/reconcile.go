@@ -122,13 +122,15 @@ func (c *Census) census(ctx context.Context, tr *v1alpha1.TrustRotation, oldCA, 
 	for i, s := range states {
 		objects[i] = s.Object
 	}
-	pods, byKey := consumers(listed, objects)
-	g := &gatherer{c: c, tr: tr, cache: c.cache, oldCA: oldCA, newCA: newCA, pods: pods, byKey: byKey, states: states}
+	pods, records := consumers(listed, objects)
+	g := &gatherer{c: c, tr: tr, cache: c.cache, oldCA: oldCA, newCA: newCA, pods: pods, records: records, states: states}
 	reports, reportErr := g.reports(ctx)
 	in := core.Input{
 		OldCA: oldCA.CA, NewCA: newCA.CA, Objects: states, Pods: pods, Reports: reports, Served: g.served(ctx),
 		VolumeDelay: durationOr(spec.Propagation.Volume, DefaultVolumeDelay), CTBDelay: durationOr(spec.Propagation.ClusterTrustBundle, DefaultCTBDelay),
 		Acknowledged: acknowledged(spec.Acknowledged), MinConsumers: int(spec.MinConsumers),
+		// A driven rotation names every consumer that reads at start (readAtStart).
+		KeepConsumers: c.drives(tr) && c.opts.Drive,
 	}
 	r := core.Take(in)
 	c.metrics.observe(tr.Name, r)

@@ -129,9 +129,27 @@ type Pod struct {
 	Namespace, Name string
 	Labels          map[string]string
 	// Started holds the start time of each running container (a container
-	// that is not running is absent).
-	Started map[string]time.Time
+	// that is not running is absent), one entry per container: a slice, not
+	// a map, so that the pods of a census can share their records' (a map
+	// per pod was a census's largest allocation after the verdicts).
+	Started []Start
 	Uses    []Use
+}
+
+// Start is when a running container started.
+type Start struct {
+	Container string
+	At        time.Time
+}
+
+// StartedAt is when container started (ok false when it is not running).
+func (p Pod) StartedAt(container string) (at time.Time, ok bool) {
+	for _, s := range p.Started {
+		if s.Container == container {
+			return s.At, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // Key is "namespace/name".
@@ -189,4 +207,11 @@ type Input struct {
 	Acknowledged func(Pod) string
 	// MinConsumers keeps every step from being done with fewer consumers.
 	MinConsumers int
+	// KeepConsumers keeps every judged consumer in Result.Consumers, each
+	// fact with why it is not proven (a driven rotation names every
+	// consumer that reads at start). Without it a census keeps the counts
+	// and the stragglers a status shows, and says why of those only: at
+	// 10,000 consumers the verdicts and their sentences were most of what a
+	// census allocated.
+	KeepConsumers bool
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"slices"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,10 +19,10 @@ func PodOf(p *corev1.Pod, objects []Object) (pod Pod, ok bool) {
 	if len(uses) == 0 {
 		return Pod{}, false
 	}
-	started := map[string]time.Time{}
+	var started []Start
 	for _, s := range p.Status.ContainerStatuses {
 		if r := s.State.Running; r != nil && !r.StartedAt.IsZero() {
-			started[s.Name] = r.StartedAt.Time
+			started = append(started, Start{Container: s.Name, At: r.StartedAt.Time})
 		}
 	}
 	return Pod{Namespace: p.Namespace, Name: p.Name, Labels: p.Labels, Started: started, Uses: uses}, true
