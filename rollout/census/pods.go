@@ -31,11 +31,10 @@ type podRecord struct {
 	spec                             *corev1.PodSpec    // shared, reduced (reducedSpec)
 	ip                               string
 	gone                             bool // being deleted, or its containers have all exited (Succeeded, Failed)
-	// started are when the running containers started, as the census reads
-	// them (each census's pods share them), and sidecars when the running
-	// sidecars (init containers that keep running) did. A container's name
-	// is the spec's string.
-	started, sidecars []core.Start
+	// started are when the running containers, sidecars (init containers
+	// that keep running) included, started, as the census reads them: each
+	// census's pods share them. A container's name is the spec's string.
+	started []core.Start
 }
 
 // GetObjectMeta lets client-go's informer key, index and compare records
@@ -63,13 +62,14 @@ func (r *podRecord) fill(p *corev1.Pod) {
 	*p = corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: r.name, UID: r.uid, Labels: r.labelSet()},
 		Spec: *r.spec, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: r.ip}}
 	status := func(s core.Start) corev1.ContainerStatus {
-		return corev1.ContainerStatus{Name: s.Container, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(s.At)}}}
+		return corev1.ContainerStatus{Name: s.Container, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(s.At())}}}
 	}
 	for _, s := range r.started {
-		cs = append(cs, status(s))
-	}
-	for _, s := range r.sidecars {
-		is = append(is, status(s))
+		if slices.ContainsFunc(r.spec.InitContainers, func(c corev1.Container) bool { return c.Name == s.Container }) {
+			is = append(is, status(s))
+		} else {
+			cs = append(cs, status(s))
+		}
 	}
 	p.Status.ContainerStatuses, p.Status.InitContainerStatuses = cs, is
 }
@@ -117,31 +117,38 @@ func (rs *records) record(p *corev1.Pod) *podRecord {
 		r.labels = rs.labels.intern(&l)
 	}
 	r.spec = rs.specs.intern(reducedSpec(&p.Spec))
-	r.started = startTimes(r.spec.Containers, p.Status.ContainerStatuses)
-	r.sidecars = startTimes(r.spec.InitContainers, p.Status.InitContainerStatuses)
+	r.started = startTimes(r.spec, p.Status)
 	return r
 }
 
-// startTimes lists the start times of the running containers among
-// statuses, of those the reduced spec keeps (an init container that exits
-// it does not).
-func startTimes(containers []corev1.Container, statuses []corev1.ContainerStatus) []core.Start {
-	var out []core.Start
-	for _, s := range statuses {
-		r := s.State.Running
-		if r == nil || r.StartedAt.IsZero() {
-			continue
+// startTimes lists the start times of the running containers and sidecars
+// of a pod whose reduced spec is spec (an init container that exits it does
+// not keep).
+func startTimes(spec *corev1.PodSpec, st corev1.PodStatus) []core.Start {
+	n := 0
+	add := func(out []core.Start, containers []corev1.Container, statuses []corev1.ContainerStatus) []core.Start {
+		for _, s := range statuses {
+			r := s.State.Running
+			if r == nil || r.StartedAt.IsZero() {
+				continue
+			}
+			i := slices.IndexFunc(containers, func(c corev1.Container) bool { return c.Name == s.Name })
+			if i < 0 {
+				continue
+			}
+			if out != nil {
+				out = append(out, core.StartOf(containers[i].Name, r.StartedAt.Time))
+			}
+			n++
 		}
-		i := slices.IndexFunc(containers, func(c corev1.Container) bool { return c.Name == s.Name })
-		if i < 0 {
-			continue
-		}
-		if out == nil {
-			out = make([]core.Start, 0, len(statuses))
-		}
-		out = append(out, core.Start{Container: containers[i].Name, At: r.StartedAt.Time})
+		return out
 	}
-	return out
+	add(add(nil, spec.Containers, st.ContainerStatuses), spec.InitContainers, st.InitContainerStatuses)
+	if n == 0 {
+		return nil
+	}
+	out := make([]core.Start, 0, n) // one allocation, of the size it needs
+	return add(add(out, spec.Containers, st.ContainerStatuses), spec.InitContainers, st.InitContainerStatuses)
 }
 
 // reducedSpec is what the census reads of a pod's spec, the same for every

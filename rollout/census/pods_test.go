@@ -134,7 +134,7 @@ func TestPodRecordsKeepWhatTheCensusJudges(t *testing.T) {
 func utc(p core.Pod) core.Pod {
 	started := make([]core.Start, len(p.Started))
 	for i, s := range p.Started {
-		started[i] = core.Start{Container: s.Container, At: s.At.UTC()}
+		started[i] = core.StartOf(s.Container, s.At().UTC())
 	}
 	p.Started = started
 	return p

@@ -46,7 +46,7 @@ func newFleet() *fleet {
 func (f *fleet) pod(name string, start time.Time, obj int, how How) *fleet {
 	p := Pod{Namespace: "ns", Name: name, Uses: []Use{{Container: "app", Object: obj, How: how}}}
 	if !start.IsZero() {
-		p.Started = []Start{{Container: "app", At: start}}
+		p.Started = []Start{StartOf("app", start)}
 	}
 	f.in.Pods = append(f.in.Pods, p)
 	return f
@@ -267,7 +267,7 @@ func TestWholeRotation(t *testing.T) {
 		t.Fatalf("remove-old-ca %+v", rm)
 	}
 	// It restarts at 10:23.
-	f.in.Pods[1].Started = []Start{{Container: "app", At: at(23)}}
+	f.in.Pods[1].Started = []Start{StartOf("app", at(23))}
 	r = Take(f.in)
 	if rm := r.Steps[2]; !rm.Done || r.Next != "" || !strings.HasPrefix(r.Summary, "rotation complete: 2/2 consumers proven to no longer trust CA-2025") {
 		t.Fatalf("remove-old-ca %+v, next %q, summary %q", rm, r.Next, r.Summary)
@@ -281,7 +281,7 @@ func TestWholeRotation(t *testing.T) {
 // pod's only consuming container, not for one of two.
 func TestReportsAreAttributed(t *testing.T) {
 	f := newFleet()
-	f.in.Pods = []Pod{{Namespace: "ns", Name: "two", Started: []Start{{"a", at(-60)}, {"b", at(-60)}},
+	f.in.Pods = []Pod{{Namespace: "ns", Name: "two", Started: []Start{StartOf("a", at(-60)), StartOf("b", at(-60))},
 		Uses: []Use{{Container: "a", Object: 0, How: HowVolume}, {Container: "b", Object: 0, How: HowVolume}}}}
 	f.reports("two", Report{CAs: both})
 	r := Take(f.in)
