@@ -76,9 +76,9 @@ func TestConsumersShareTheUsesOfAReplicaSet(t *testing.T) {
 		}
 	}
 	// What is allocated is the two slices and, per spec and namespace, its
-	// uses (two shapes here): a single allocation per pod would make it
-	// more than n.
-	if allocs := testing.AllocsPerRun(3, func() { consumers(records, []core.Object{cm}) }); allocs > n/4 {
+	// uses (two shapes here: about 45 allocations, a few more with -race): a
+	// single allocation per pod would make it more than n.
+	if allocs := testing.AllocsPerRun(3, func() { consumers(records, []core.Object{cm}) }); allocs > n/2 {
 		t.Errorf("consumers of %d pods of one ReplicaSet allocates %.0f times, want none per pod (the pods share their records' start times)", n, allocs)
 	}
 }

@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	core "github.com/hotcert/hotcert/rollout/internal/census"
 )
@@ -26,7 +25,7 @@ import (
 // index and every census read the same one.
 type podRecord struct {
 	namespace, name, resourceVersion string
-	uid                              types.UID          // to match a pod's PodCertificateRequests
+	uid                              podUID             // to match a pod's PodCertificateRequests
 	labels                           *map[string]string // shared; nil for none
 	spec                             *corev1.PodSpec    // shared, reduced (reducedSpec)
 	ip                               string
@@ -59,7 +58,7 @@ func (r *podRecord) labelSet() map[string]string {
 // a census of 10,000 pods does not allocate 10,000 Pods.
 func (r *podRecord) fill(p *corev1.Pod) {
 	cs, is := p.Status.ContainerStatuses[:0], p.Status.InitContainerStatuses[:0]
-	*p = corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: r.name, UID: r.uid, Labels: r.labelSet()},
+	*p = corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: r.name, UID: r.uid.UID(), Labels: r.labelSet()},
 		Spec: *r.spec, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: r.ip}}
 	status := func(s core.Start) corev1.ContainerStatus {
 		return corev1.ContainerStatus{Name: s.Container, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(s.At())}}}
@@ -109,7 +108,7 @@ func (rs *records) transform(obj any) (any, error) {
 
 func (rs *records) record(p *corev1.Pod) *podRecord {
 	r := &podRecord{
-		namespace: unique.Make(p.Namespace).Value(), name: p.Name, resourceVersion: p.ResourceVersion, uid: p.UID, ip: p.Status.PodIP,
+		namespace: unique.Make(p.Namespace).Value(), name: p.Name, resourceVersion: p.ResourceVersion, uid: compactUID(p.UID), ip: p.Status.PodIP,
 		gone: p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
 	}
 	if len(p.Labels) > 0 {
