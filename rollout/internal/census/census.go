@@ -38,15 +38,37 @@ type Result struct {
 	Omitted    int
 }
 
-// Take takes the census of in. It judges one consumer at a time, in the
-// order of the pods' namespaces and names, and keeps of it its counts and,
-// if it is among the stragglers a step shows, its straggler (judged again
-// to say why): what a census holds does not grow with the fleet (but for
-// Input.KeepConsumers).
+// Take takes the census of in: Begin(in), Add(in.Pods, in.Reports,
+// in.Served), Result.
 func Take(in Input) Result {
-	var r Result
-	j := judgement{in: &in, r: &r}
-	j.steps = [3]tally{
+	t := Begin(in)
+	t.Add(in.Pods, in.Reports, in.Served)
+	return t.Result()
+}
+
+// Tally is a census taken batch by batch, so that a census of 10,000 pods
+// need not hold all of them at once: Begin, Add each batch of pods, then
+// Result. It judges one consumer at a time, in the order of the pods'
+// namespaces and names, and keeps of it its counts and, if it is among the
+// stragglers a step shows, its straggler (judged again to say why): what a
+// census holds does not grow with the fleet (but for Input.KeepConsumers).
+type Tally struct {
+	in Input
+	r  Result
+	j  judgement
+	// last is the last pod added ("namespace", "name"), to count each pod
+	// once.
+	last    [2]string
+	counted bool
+}
+
+// Begin starts the census of in (in.Pods, in.Reports and in.Served are
+// ignored: Add gives them).
+func Begin(in Input) *Tally {
+	t := &Tally{in: in}
+	t.in.Pods, t.in.Reports, t.in.Served = nil, nil, nil
+	t.j = judgement{in: &t.in, r: &t.r}
+	t.j.steps = [3]tally{
 		{name: v1alpha1.StepAddNewCA, role: RoleTrust,
 			objOK: func(o State) bool { return o.HoldsNew }, objLacks: "does not hold " + in.NewCA.Name,
 			want: Yes, verb: "trust " + in.NewCA.Name},
@@ -57,50 +79,57 @@ func Take(in Input) Result {
 			objOK: func(o State) bool { return !o.HoldsOld }, objLacks: "still holds " + in.OldCA.Name,
 			want: No, verb: "no longer trust " + in.OldCA.Name},
 	}
-	for i := range j.steps {
-		j.objects(&j.steps[i]) // the objects are a step's first stragglers
+	for i := range t.j.steps {
+		t.j.objects(&t.j.steps[i]) // the objects are a step's first stragglers
 	}
-	if in.KeepConsumers {
-		n := 0
-		for _, p := range in.Pods {
-			n += len(p.Uses)
-		}
-		r.Consumers = make([]Consumer, 0, n)
-	}
-	var uses []Use
-	prev := -1
-	for _, i := range podOrder(in.Pods) {
-		p := &in.Pods[i]
+	return t
+}
+
+// Add judges a batch of pods, with what they report and serve (by
+// Pod.Key). The stragglers shown are the first in the order of namespaces
+// and names: each batch's pods come after those of the batches before it
+// in that order (within a batch, any order).
+func (t *Tally) Add(pods []Pod, reports map[string][]Report, served map[string][]Served) {
+	in := &t.in
+	in.Pods, in.Reports, in.Served = pods, reports, served
+	defer func() { in.Pods, in.Reports, in.Served = nil, nil, nil }()
+	for _, i := range podOrder(pods) {
+		p := &pods[i]
 		if len(p.Uses) == 0 {
 			continue
 		}
-		if prev < 0 || in.Pods[prev].Namespace != p.Namespace || in.Pods[prev].Name != p.Name {
-			r.Counts.Pods++
+		if key := [2]string{p.Namespace, p.Name}; !t.counted || key != t.last {
+			t.r.Counts.Pods++
+			t.last, t.counted = key, true
 		}
-		prev = i
 		ack := ""
 		if in.Acknowledged != nil {
 			ack = in.Acknowledged(*p)
 		}
-		uses = p.Uses
+		uses := p.Uses
 		if !slices.IsSortedFunc(uses, compareUses) {
 			uses = slices.SortedFunc(slices.Values(p.Uses), compareUses)
 		}
 		for _, u := range uses {
 			c := Consumer{Pod: *p, Use: u, Object: in.Objects[u.Object], Acknowledged: ack}
 			in.judge(&c, explain(in.KeepConsumers))
-			j.add(&c)
+			t.j.add(&c)
 			if in.KeepConsumers {
-				r.Consumers = append(r.Consumers, c)
+				t.r.Consumers = append(t.r.Consumers, c)
 			}
 		}
 	}
+}
+
+// Result makes the verdicts once every pod is added.
+func (t *Tally) Result() Result {
+	j := &t.j
 	add := j.finish(&j.steps[0], true)
 	sw := j.finish(&j.steps[1], add.Done)
 	rm := j.finish(&j.steps[2], add.Done && sw.Done)
-	r.Steps = []Step{add, sw, rm}
+	t.r.Steps = []Step{add, sw, rm}
 	j.summarize()
-	return r
+	return t.r
 }
 
 // podOrder is the indexes of pods in the order of their namespaces and

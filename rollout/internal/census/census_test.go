@@ -410,7 +410,7 @@ func TestConditions(t *testing.T) {
 // (the controller's, in mode Observe) comes to the very verdicts, counts
 // and stragglers — their reasons included — as one that keeps every
 // consumer and says why of each; the pods' order in the input does not
-// matter.
+// matter, nor whether they come in one batch or several.
 func TestOnlyTheStragglersShownAreExplained(t *testing.T) {
 	f, _ := mixedFleet()
 	for i := range v1alpha1.MaxStragglers + 3 {
@@ -446,5 +446,18 @@ func TestOnlyTheStragglersShownAreExplained(t *testing.T) {
 	}
 	if kept.Counts.Pods != int32(len(f.in.Pods)) || kept.Counts.ByEvidence.Acknowledged != 1 {
 		t.Errorf("counts %+v", kept.Counts)
+	}
+
+	// In batches of 7 pods, in the order of their names.
+	slices.SortFunc(f.in.Pods, func(a, b Pod) int { return strings.Compare(a.Name, b.Name) })
+	tl := Begin(f.in)
+	for batch := range slices.Chunk(f.in.Pods, 7) {
+		tl.Add(batch, f.in.Reports, f.in.Served)
+	}
+	batched := tl.Result()
+	if kept.Counts != batched.Counts || kept.Summary != batched.Summary || !slices.Equal(kept.Steps, batched.Steps) ||
+		!slices.Equal(kept.Stragglers, batched.Stragglers) || kept.Omitted != batched.Omitted {
+		t.Errorf("in batches: %+v %q %d stragglers (%d omitted)\nwhole: %+v %q %d (%d)", batched.Counts, batched.Summary, len(batched.Stragglers), batched.Omitted,
+			kept.Counts, kept.Summary, len(kept.Stragglers), kept.Omitted)
 	}
 }
