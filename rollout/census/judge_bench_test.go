@@ -14,7 +14,13 @@ import (
 // ConfigMap allocates (the pod records built beforehand): consumers() and
 // core.Take, the census's pure part, at the start of a rotation when every
 // consumer is a straggler.
-func BenchmarkJudge10kPods(b *testing.B) {
+func BenchmarkJudge10kPods(b *testing.B) { benchmarkJudge(b, false) }
+
+// BenchmarkJudge10kPodsKept is BenchmarkJudge10kPods as a driven rotation
+// judges: every consumer kept, with why it is not proven.
+func BenchmarkJudge10kPodsKept(b *testing.B) { benchmarkJudge(b, true) }
+
+func benchmarkJudge(b *testing.B, keep bool) {
 	const n = 10000
 	rs := newRecords()
 	records := make([]*podRecord, n)
@@ -28,7 +34,8 @@ func BenchmarkJudge10kPods(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		pods, _ := consumers(records, objects)
-		r := core.Take(core.Input{OldCA: core.CA{Name: "old"}, NewCA: core.CA{Name: "new"}, Objects: states, Pods: pods, VolumeDelay: time.Minute, CTBDelay: time.Minute})
+		r := core.Take(core.Input{OldCA: core.CA{Name: "old"}, NewCA: core.CA{Name: "new"}, Objects: states, Pods: pods, VolumeDelay: time.Minute, CTBDelay: time.Minute,
+			KeepConsumers: keep})
 		if r.Counts.Total == 0 {
 			b.Fatal("no consumers")
 		}

@@ -93,6 +93,15 @@ func (t *Tally) Add(pods []Pod, reports map[string][]Report, served map[string][
 	in := &t.in
 	in.Pods, in.Reports, in.Served = pods, reports, served
 	defer func() { in.Pods, in.Reports, in.Served = nil, nil, nil }()
+	if in.KeepConsumers {
+		n := 0
+		for _, p := range pods {
+			n += len(p.Uses)
+		}
+		// Sized once a batch: at 10,000 pods the consumers are a few MiB,
+		// and growing the slice by appends would allocate them twice.
+		t.r.Consumers = slices.Grow(t.r.Consumers, n)
+	}
 	for _, i := range podOrder(pods) {
 		p := &pods[i]
 		if len(p.Uses) == 0 {
