@@ -37,6 +37,9 @@ import (
 // the process's start, the time from the ConfigMap's change to a census that
 // shows it, and the API requests per minute of each process at rest (from
 // its rest_client_requests_total, over 30s; census interval 15s).
+// HOTCERT_BENCH_PPROF_DIR names a folder for each process's heap profile
+// at the measure (inuse and alloc, read with go tool pprof): the processes
+// then serve /debug/pprof/ on loopback (--pprof-bind-address), both alike.
 func BenchmarkCensus10kPods(b *testing.B) {
 	n := 10000
 	if testing.Short() {
@@ -96,6 +99,7 @@ func BenchmarkCensus10kPods(b *testing.B) {
 		time.Sleep(settle)
 		baseReq := base.requestsPerMinute(b, 30*time.Second)
 		baseMem := base.memory(b)
+		base.heapProfile(b, "without-census")
 		base.stop()
 
 		cen := startController(b, kubeconfig, bin, "--census")
@@ -111,6 +115,7 @@ func BenchmarkCensus10kPods(b *testing.B) {
 		time.Sleep(settle)
 		cenReq := cen.requestsPerMinute(b, 30*time.Second)
 		cenMem := cen.memory(b)
+		cen.heapProfile(b, "with-census")
 		cen.stop()
 
 		b.ReportMetric(firstAfterStart.Seconds(), "s/first-census")
@@ -294,9 +299,9 @@ func buildController(b *testing.B) string {
 
 // controllerProc is a running hotcert-controller.
 type controllerProc struct {
-	cmd            *exec.Cmd
-	metrics, ready string
-	start          time.Time
+	cmd                   *exec.Cmd
+	metrics, ready, pprof string // pprof "" unless HOTCERT_BENCH_PPROF_DIR is set
+	start                 time.Time
 }
 
 // startController runs bin against the cluster of kubeconfig with the extra
@@ -306,9 +311,15 @@ func startController(b *testing.B, kubeconfig, bin string, extra ...string) *con
 	mport, pport := freePort(b, "127.0.0.1"), freePort(b, "127.0.0.1")
 	args := append([]string{"--kubeconfig", kubeconfig, "--leader-elect=false", "--log-level=error",
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", mport), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", pport)}, extra...)
+	pprof := ""
+	if os.Getenv("HOTCERT_BENCH_PPROF_DIR") != "" {
+		addr := fmt.Sprintf("127.0.0.1:%d", freePort(b, "127.0.0.1"))
+		args, pprof = append(args, "--pprof-bind-address="+addr), "http://"+addr+"/debug/pprof/heap"
+	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stderr = os.Stderr
-	p := &controllerProc{cmd: cmd, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mport), ready: fmt.Sprintf("http://127.0.0.1:%d/readyz", pport), start: time.Now()}
+	p := &controllerProc{cmd: cmd, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mport), ready: fmt.Sprintf("http://127.0.0.1:%d/readyz", pport),
+		pprof: pprof, start: time.Now()}
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
@@ -379,6 +390,29 @@ func (p *controllerProc) scrapeSum(b *testing.B, name string) float64 {
 		b.Fatalf("no %s on %s", name, p.metrics)
 	}
 	return sum
+}
+
+// heapProfile saves the process's heap profile as HOTCERT_BENCH_PPROF_DIR/name.pb.gz
+// (nothing without it).
+func (p *controllerProc) heapProfile(b *testing.B, name string) {
+	b.Helper()
+	if p.pprof == "" {
+		return
+	}
+	resp, err := http.Get(p.pprof) //nolint:gosec // loopback test endpoint
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("heap profile: %v (%s)", err, resp.Status)
+	}
+	path := filepath.Join(os.Getenv("HOTCERT_BENCH_PPROF_DIR"), name+".pb.gz")
+	if err := os.WriteFile(path, body, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("heap profile: %s", path)
 }
 
 // procMemory is what the kubelet would see of a process, in MiB.

@@ -43,7 +43,7 @@ type driven struct {
 func (c *Census) drive(ctx context.Context, tr *v1alpha1.TrustRotation, st *v1alpha1.TrustRotationStatus, res *core.Result, now time.Time) driven {
 	st.Drive = tr.Status.Drive.DeepCopy()
 	spec := tr.Spec.Drive
-	if tr.Spec.Mode != v1alpha1.ModeDrive || spec == nil || res == nil {
+	if !c.drives(tr) || res == nil {
 		return driven{} // res nil: the spec is Invalid, as the conditions say
 	}
 	if !c.opts.Drive {
@@ -202,6 +202,12 @@ func earliestExpiry(certs []*x509.Certificate) time.Time {
 		}
 	}
 	return t
+}
+
+// drives reports whether tr is a rotation in mode Drive (whether or not
+// this controller may take its steps: it says it may not in the status).
+func (c *Census) drives(tr *v1alpha1.TrustRotation) bool {
+	return tr.Spec.Mode == v1alpha1.ModeDrive && tr.Spec.Drive != nil
 }
 
 // readAtStart names the consumers whose hold on the rotation's objects

@@ -44,17 +44,17 @@ func listPods(pods *podIndex, objects []core.State, sc scope) []*podRecord {
 	return records
 }
 
-// consumers returns the pods of records that consume objects, with their
-// records, by key.
+// consumers returns the pods of records that consume objects, and their
+// records (of the same index).
 //
 // What a pod uses depends on its spec and namespace only (unless a pod
 // certificate, which is one pod's own, is among objects), and the pods of a
 // ReplicaSet share one reduced spec: their uses are found once and shared
 // (read-only), so that a census of 10,000 such pods does not work them out
 // 10,000 times.
-func consumers(records []*podRecord, objects []core.Object) ([]core.Pod, map[string]*podRecord) {
+func consumers(records []*podRecord, objects []core.Object) ([]core.Pod, []*podRecord) {
 	out := make([]core.Pod, 0, len(records))
-	byKey := make(map[string]*podRecord, len(records))
+	of := make([]*podRecord, 0, len(records))
 	type shape struct {
 		spec      *corev1.PodSpec
 		namespace string
@@ -68,9 +68,8 @@ func consumers(records []*podRecord, objects []core.Object) ([]core.Pod, map[str
 		k := shape{r.spec, r.namespace}
 		if uses, ok := known[k]; ok {
 			if len(uses) > 0 {
-				cp := core.Pod{Namespace: r.namespace, Name: r.name, Labels: r.labelSet(), Started: r.startedMap(), Uses: uses}
-				out = append(out, cp)
-				byKey[cp.Key()] = r
+				out = append(out, core.Pod{Namespace: r.namespace, Name: r.name, Labels: r.labelSet(), Started: r.started, Uses: uses})
+				of = append(of, r)
 			}
 			continue
 		}
@@ -81,38 +80,50 @@ func consumers(records []*podRecord, objects []core.Object) ([]core.Pod, map[str
 		}
 		if ok {
 			out = append(out, cp)
-			byKey[cp.Key()] = r
+			of = append(of, r)
 		}
 	}
-	return out, byKey
+	return out, of
 }
 
-// gatherer gathers the evidence of one census.
+// gatherer gathers the evidence of one census, batch by batch: pods and
+// records are the batch's.
 type gatherer struct {
-	c      *Census
-	tr     *v1alpha1.TrustRotation
-	cache  client.Reader
-	oldCA  side
-	newCA  side
-	pods   []core.Pod
-	byKey  map[string]*podRecord
-	states []core.State
+	c       *Census
+	tr      *v1alpha1.TrustRotation
+	cache   client.Reader
+	oldCA   side
+	newCA   side
+	pods    []core.Pod
+	records []*podRecord // pods[i]'s is records[i]
+	states  []core.State
+
+	// What is read once a census, whatever the batches: Prometheus's
+	// answer (queried), and each namespace's EndpointSlices.
+	queried  bool
+	prom     map[string][]core.Report
+	promErr  string
+	slicesOf map[string][]discoveryv1.EndpointSlice
 }
 
 // reports reads what the pods report: from Prometheus when the rotation
-// names one, else by scraping each consuming pod (when it names a port). A
-// Prometheus that cannot be queried is an error the census states, not a
-// failed reconcile: every consumer is then judged without reports.
+// names one (one query a census, whatever the batches), else by scraping
+// each consuming pod of the batch (when it names a port). A Prometheus that
+// cannot be queried is an error the census states, not a failed reconcile:
+// every consumer is then judged without reports.
 func (g *gatherer) reports(ctx context.Context) (map[string][]core.Report, string) {
 	ev := g.tr.Spec.Evidence
 	if p := ev.Prometheus; p != nil {
-		q := evidence.Prometheus{URL: p.URL, Client: g.c.opts.prometheusClient(p.URL), NamespaceLabel: p.NamespaceLabel, PodLabel: p.PodLabel,
-			ContainerLabel: p.ContainerLabel, Prefix: p.MetricPrefix}
-		reps, err := q.Reports(ctx)
-		if err != nil {
-			return nil, err.Error()
+		if !g.queried {
+			q := evidence.Prometheus{URL: p.URL, Client: g.c.opts.prometheusClient(p.URL), NamespaceLabel: p.NamespaceLabel, PodLabel: p.PodLabel,
+				ContainerLabel: p.ContainerLabel, Prefix: p.MetricPrefix}
+			reps, err := q.Reports(ctx)
+			g.queried, g.prom = true, reps
+			if err != nil {
+				g.prom, g.promErr = nil, err.Error()
+			}
 		}
-		return reps, ""
+		return g.prom, g.promErr
 	}
 	s := ev.Scrape
 	if s == nil {
@@ -168,11 +179,7 @@ func (g *gatherer) served(ctx context.Context) map[string][]core.Served {
 		}
 	}
 	for ns := range namespaces {
-		slices := &discoveryv1.EndpointSliceList{}
-		if err := g.cache.List(ctx, slices, client.InNamespace(ns)); err != nil {
-			continue
-		}
-		for _, s := range slices.Items {
+		for _, s := range g.endpointSlices(ctx, ns) {
 			for _, e := range s.Endpoints {
 				if e.TargetRef == nil || e.TargetRef.Kind != "Pod" || (e.Conditions.Ready != nil && !*e.Conditions.Ready) {
 					continue
@@ -211,16 +218,33 @@ func (g *gatherer) served(ctx context.Context) map[string][]core.Served {
 	return out
 }
 
-// each runs f for every consuming pod, Concurrency at a time.
+// endpointSlices lists the EndpointSlices of namespace ns, once a census
+// (none when they cannot be listed).
+func (g *gatherer) endpointSlices(ctx context.Context, ns string) []discoveryv1.EndpointSlice {
+	if s, ok := g.slicesOf[ns]; ok {
+		return s
+	}
+	if g.slicesOf == nil {
+		g.slicesOf = map[string][]discoveryv1.EndpointSlice{}
+	}
+	list := &discoveryv1.EndpointSliceList{}
+	if err := g.cache.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return nil // not kept: the next batch tries again
+	}
+	g.slicesOf[ns] = list.Items
+	return list.Items
+}
+
+// each runs f for every consuming pod of the batch, Concurrency at a time.
 func (g *gatherer) each(f func(key string, p *podRecord)) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, g.c.opts.Concurrency)
-	for key, p := range g.byKey {
+	for i, p := range g.records {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			f(key, p)
+			f(g.pods[i].Key(), p)
 		}()
 	}
 	wg.Wait()

@@ -97,7 +97,7 @@ func podCertificates(ctx context.Context, r client.Reader, certs []v1alpha1.Serv
 		o := core.Object{Kind: core.KindPodCertificate, Namespace: w.pod.namespace, Name: w.pod.name, SignerName: w.signer,
 			Role: core.RoleServer, Origin: entry[w.signer]}
 		s := core.State{Object: o}
-		pcr := newest[key{w.pod.uid, w.signer}]
+		pcr := newest[key{w.pod.uid.UID(), w.signer}]
 		switch {
 		case listErr[w.pod.namespace] != nil:
 			s.Err = listErr[w.pod.namespace].Error()

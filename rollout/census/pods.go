@@ -6,12 +6,12 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"time"
 	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+
+	core "github.com/hotcert/hotcert/rollout/internal/census"
 )
 
 // podRecord is what the census keeps of a pod: about 300 bytes with the
@@ -25,19 +25,15 @@ import (
 // index and every census read the same one.
 type podRecord struct {
 	namespace, name, resourceVersion string
-	uid                              types.UID          // to match a pod's PodCertificateRequests
+	uid                              podUID             // to match a pod's PodCertificateRequests
 	labels                           *map[string]string // shared; nil for none
 	spec                             *corev1.PodSpec    // shared, reduced (reducedSpec)
 	ip                               string
 	gone                             bool // being deleted, or its containers have all exited (Succeeded, Failed)
-	started                          []containerStart
-}
-
-// containerStart is when a running container started.
-type containerStart struct {
-	container string // the spec's string
-	init      bool   // a sidecar (an init container that keeps running)
-	at        int64  // Unix nanoseconds
+	// started are when the running containers, sidecars (init containers
+	// that keep running) included, started, as the census reads them: each
+	// census's pods share them. A container's name is the spec's string.
+	started []core.Start
 }
 
 // GetObjectMeta lets client-go's informer key, index and compare records
@@ -62,30 +58,19 @@ func (r *podRecord) labelSet() map[string]string {
 // a census of 10,000 pods does not allocate 10,000 Pods.
 func (r *podRecord) fill(p *corev1.Pod) {
 	cs, is := p.Status.ContainerStatuses[:0], p.Status.InitContainerStatuses[:0]
-	*p = corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: r.name, UID: r.uid, Labels: r.labelSet()},
+	*p = corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: r.name, UID: r.uid.UID(), Labels: r.labelSet()},
 		Spec: *r.spec, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: r.ip}}
+	status := func(s core.Start) corev1.ContainerStatus {
+		return corev1.ContainerStatus{Name: s.Container, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(s.At())}}}
+	}
 	for _, s := range r.started {
-		st := corev1.ContainerStatus{Name: s.container, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{
-			StartedAt: metav1.NewTime(time.Unix(0, s.at))}}}
-		if s.init {
-			is = append(is, st)
+		if slices.ContainsFunc(r.spec.InitContainers, func(c corev1.Container) bool { return c.Name == s.Container }) {
+			is = append(is, status(s))
 		} else {
-			cs = append(cs, st)
+			cs = append(cs, status(s))
 		}
 	}
 	p.Status.ContainerStatuses, p.Status.InitContainerStatuses = cs, is
-}
-
-// startedMap is when each running container (not a sidecar) started, as
-// core.PodOf reads it from the Pod that fill makes.
-func (r *podRecord) startedMap() map[string]time.Time {
-	m := make(map[string]time.Time, len(r.started))
-	for _, s := range r.started {
-		if !s.init {
-			m[s.container] = time.Unix(0, s.at)
-		}
-	}
-	return m
 }
 
 // records builds pod records, sharing what pods have alike.
@@ -123,7 +108,7 @@ func (rs *records) transform(obj any) (any, error) {
 
 func (rs *records) record(p *corev1.Pod) *podRecord {
 	r := &podRecord{
-		namespace: unique.Make(p.Namespace).Value(), name: p.Name, resourceVersion: p.ResourceVersion, uid: p.UID, ip: p.Status.PodIP,
+		namespace: unique.Make(p.Namespace).Value(), name: p.Name, resourceVersion: p.ResourceVersion, uid: compactUID(p.UID), ip: p.Status.PodIP,
 		gone: p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
 	}
 	if len(p.Labels) > 0 {
@@ -135,11 +120,12 @@ func (rs *records) record(p *corev1.Pod) *podRecord {
 	return r
 }
 
-// startTimes lists the start times of the running containers (and sidecars)
-// of a pod whose reduced spec is spec.
-func startTimes(spec *corev1.PodSpec, st corev1.PodStatus) []containerStart {
-	var out []containerStart
-	add := func(containers []corev1.Container, statuses []corev1.ContainerStatus, init bool) {
+// startTimes lists the start times of the running containers and sidecars
+// of a pod whose reduced spec is spec (an init container that exits it does
+// not keep).
+func startTimes(spec *corev1.PodSpec, st corev1.PodStatus) []core.Start {
+	n := 0
+	add := func(out []core.Start, containers []corev1.Container, statuses []corev1.ContainerStatus) []core.Start {
 		for _, s := range statuses {
 			r := s.State.Running
 			if r == nil || r.StartedAt.IsZero() {
@@ -147,14 +133,21 @@ func startTimes(spec *corev1.PodSpec, st corev1.PodStatus) []containerStart {
 			}
 			i := slices.IndexFunc(containers, func(c corev1.Container) bool { return c.Name == s.Name })
 			if i < 0 {
-				continue // a container the reduced spec does not keep (an init container that exits)
+				continue
 			}
-			out = append(out, containerStart{container: containers[i].Name, init: init, at: r.StartedAt.UnixNano()})
+			if out != nil {
+				out = append(out, core.StartOf(containers[i].Name, r.StartedAt.Time))
+			}
+			n++
 		}
+		return out
 	}
-	add(spec.Containers, st.ContainerStatuses, false)
-	add(spec.InitContainers, st.InitContainerStatuses, true)
-	return out
+	add(add(nil, spec.Containers, st.ContainerStatuses), spec.InitContainers, st.InitContainerStatuses)
+	if n == 0 {
+		return nil
+	}
+	out := make([]core.Start, 0, n) // one allocation, of the size it needs
+	return add(add(out, spec.Containers, st.ContainerStatuses), spec.InitContainers, st.InitContainerStatuses)
 }
 
 // reducedSpec is what the census reads of a pod's spec, the same for every

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	core "github.com/hotcert/hotcert/rollout/internal/census"
@@ -23,7 +24,7 @@ func replicaPod(i int) *corev1.Pod {
 	token := fmt.Sprintf("kube-api-access-%05x", i)
 	started := metav1.NewTime(time.Date(2026, 12, 1, 10, 0, i%60, 0, time.UTC))
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: fmt.Sprintf("app-7d9f-%05d", i), UID: "uid", ResourceVersion: fmt.Sprint(100 + i),
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: fmt.Sprintf("app-7d9f-%05d", i), UID: types.UID(fmt.Sprintf("0b1c7e1e-55c9-4a4e-9d2f-%012x", i)), ResourceVersion: fmt.Sprint(100 + i),
 			Labels:        map[string]string{"app": "app", "pod-template-hash": "7d9f"},
 			Annotations:   map[string]string{"kubectl.kubernetes.io/restartedAt": "2026-12-01T10:00:00Z"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}}},
@@ -132,9 +133,9 @@ func TestPodRecordsKeepWhatTheCensusJudges(t *testing.T) {
 
 // utc is p with its start times in UTC, to be compared.
 func utc(p core.Pod) core.Pod {
-	started := map[string]time.Time{}
-	for c, at := range p.Started {
-		started[c] = at.UTC()
+	started := make([]core.Start, len(p.Started))
+	for i, s := range p.Started {
+		started[i] = core.StartOf(s.Container, s.At().UTC())
 	}
 	p.Started = started
 	return p

@@ -1,6 +1,7 @@
 package census
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -123,15 +124,31 @@ func (c *Census) census(ctx context.Context, tr *v1alpha1.TrustRotation, oldCA, 
 	for i, s := range states {
 		objects[i] = s.Object
 	}
-	pods, byKey := consumers(listed, objects)
-	g := &gatherer{c: c, tr: tr, cache: c.cache, oldCA: oldCA, newCA: newCA, pods: pods, byKey: byKey, states: states}
-	reports, reportErr := g.reports(ctx)
 	in := core.Input{
-		OldCA: oldCA.CA, NewCA: newCA.CA, Objects: states, Pods: pods, Reports: reports, Served: g.served(ctx),
+		OldCA: oldCA.CA, NewCA: newCA.CA, Objects: states,
 		VolumeDelay: durationOr(spec.Propagation.Volume, DefaultVolumeDelay), CTBDelay: durationOr(spec.Propagation.ClusterTrustBundle, DefaultCTBDelay),
 		Acknowledged: acknowledged(spec.Acknowledged), MinConsumers: int(spec.MinConsumers),
+		// A driven rotation names every consumer that reads at start (readAtStart).
+		KeepConsumers: c.drives(tr) && c.opts.Drive,
 	}
-	r := core.Take(in)
+	// The pods are judged judgeBatch at a time, in the order of their
+	// namespaces and names: a census holds one batch's consumers, not
+	// every pod's.
+	slices.SortFunc(listed, func(a, b *podRecord) int {
+		return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name))
+	})
+	t := core.Begin(in)
+	g := &gatherer{c: c, tr: tr, cache: c.cache, oldCA: oldCA, newCA: newCA, states: states}
+	reportErr := ""
+	for batch := range slices.Chunk(listed, judgeBatch) {
+		g.pods, g.records = consumers(batch, objects)
+		reports, err := g.reports(ctx)
+		if err != "" {
+			reportErr = err
+		}
+		t.Add(g.pods, reports, g.served(ctx))
+	}
+	r := t.Result()
 	c.metrics.observe(tr.Name, r)
 	st.Next, st.Summary = r.Next, r.Summary
 	if sc.desc != "" {
@@ -146,6 +163,9 @@ func (c *Census) census(ctx context.Context, tr *v1alpha1.TrustRotation, oldCA, 
 	c.revoke(ctx, tr, st, states, pods, []side{oldCA, newCA}, now) // spec.revocation (revocation.go)
 	return st, &r, nil
 }
+
+// judgeBatch is how many pods a census judges at a time.
+const judgeBatch = 1000
 
 // acknowledged turns spec.acknowledged into the census's question.
 func acknowledged(acks []v1alpha1.Acknowledgement) func(core.Pod) string {

@@ -24,7 +24,7 @@ type Step struct {
 // Result is one census.
 type Result struct {
 	// Consumers are every consumer, judged, sorted by namespace, pod,
-	// container and object.
+	// container and object: only with Input.KeepConsumers.
 	Consumers []Consumer
 	Counts    v1alpha1.ConsumerCounts
 	// Steps are the verdicts, in order.
@@ -38,110 +38,197 @@ type Result struct {
 	Omitted    int
 }
 
-// Take takes the census of in.
+// Take takes the census of in: Begin(in), Add(in.Pods, in.Reports,
+// in.Served), Result.
 func Take(in Input) Result {
-	var r Result
-	n := 0
-	for _, p := range in.Pods {
-		n += len(p.Uses)
+	t := Begin(in)
+	t.Add(in.Pods, in.Reports, in.Served)
+	return t.Result()
+}
+
+// Tally is a census taken batch by batch, so that a census of 10,000 pods
+// need not hold all of them at once: Begin, Add each batch of pods, then
+// Result. It judges one consumer at a time, in the order of the pods'
+// namespaces and names, and keeps of it its counts and, if it is among the
+// stragglers a step shows, its straggler (judged again to say why): what a
+// census holds does not grow with the fleet (but for Input.KeepConsumers).
+type Tally struct {
+	in Input
+	r  Result
+	j  judgement
+	// last is the last pod added ("namespace", "name"), to count each pod
+	// once.
+	last    [2]string
+	counted bool
+}
+
+// Begin starts the census of in (in.Pods, in.Reports and in.Served are
+// ignored: Add gives them).
+func Begin(in Input) *Tally {
+	t := &Tally{in: in}
+	t.in.Pods, t.in.Reports, t.in.Served = nil, nil, nil
+	t.j = judgement{in: &t.in, r: &t.r}
+	t.j.steps = [3]tally{
+		{name: v1alpha1.StepAddNewCA, role: RoleTrust,
+			objOK: func(o State) bool { return o.HoldsNew }, objLacks: "does not hold " + in.NewCA.Name,
+			want: Yes, verb: "trust " + in.NewCA.Name},
+		{name: v1alpha1.StepSwitchServerCert, role: RoleServer,
+			objOK: func(o State) bool { return o.HoldsNew }, objLacks: "does not hold a leaf issued by " + in.NewCA.Name,
+			want: Yes, verb: "serve a leaf issued by " + in.NewCA.Name},
+		{name: v1alpha1.StepRemoveOldCA, role: RoleTrust,
+			objOK: func(o State) bool { return !o.HoldsOld }, objLacks: "still holds " + in.OldCA.Name,
+			want: No, verb: "no longer trust " + in.OldCA.Name},
 	}
-	// Sized once: at 10,000 pods the consumers are the census's largest
-	// allocation (a few MiB), and growing the slice would allocate it twice.
-	r.Consumers = make([]Consumer, 0, n)
-	for _, p := range in.Pods {
+	for i := range t.j.steps {
+		t.j.objects(&t.j.steps[i]) // the objects are a step's first stragglers
+	}
+	return t
+}
+
+// Add judges a batch of pods, with what they report and serve (by
+// Pod.Key). The stragglers shown are the first in the order of namespaces
+// and names: each batch's pods come after those of the batches before it
+// in that order (within a batch, any order).
+func (t *Tally) Add(pods []Pod, reports map[string][]Report, served map[string][]Served) {
+	in := &t.in
+	in.Pods, in.Reports, in.Served = pods, reports, served
+	defer func() { in.Pods, in.Reports, in.Served = nil, nil, nil }()
+	if in.KeepConsumers {
+		n := 0
+		for _, p := range pods {
+			n += len(p.Uses)
+		}
+		// Sized once a batch: at 10,000 pods the consumers are a few MiB,
+		// and growing the slice by appends would allocate them twice.
+		t.r.Consumers = slices.Grow(t.r.Consumers, n)
+	}
+	for _, i := range podOrder(pods) {
+		p := &pods[i]
+		if len(p.Uses) == 0 {
+			continue
+		}
+		if key := [2]string{p.Namespace, p.Name}; !t.counted || key != t.last {
+			t.r.Counts.Pods++
+			t.last, t.counted = key, true
+		}
 		ack := ""
 		if in.Acknowledged != nil {
-			ack = in.Acknowledged(p)
+			ack = in.Acknowledged(*p)
 		}
-		for _, u := range p.Uses {
-			c := Consumer{Pod: p, Use: u, Object: in.Objects[u.Object], Acknowledged: ack}
-			in.judge(&c)
-			r.Consumers = append(r.Consumers, c)
+		uses := p.Uses
+		if !slices.IsSortedFunc(uses, compareUses) {
+			uses = slices.SortedFunc(slices.Values(p.Uses), compareUses)
 		}
-	}
-	slices.SortFunc(r.Consumers, func(a, b Consumer) int {
-		return cmp.Or(cmp.Compare(a.Pod.Namespace, b.Pod.Namespace), cmp.Compare(a.Pod.Name, b.Pod.Name),
-			cmp.Compare(a.Use.Container, b.Use.Container), cmp.Compare(a.Use.Object, b.Use.Object))
-	})
-	r.count()
-	j := judgement{in: &in, r: &r}
-	add := j.step(v1alpha1.StepAddNewCA, true, RoleTrust,
-		func(o State) bool { return o.HoldsNew }, "does not hold "+in.NewCA.Name,
-		func(c Consumer) Fact { return c.TrustsNew }, Yes, "trust "+in.NewCA.Name)
-	sw := j.step(v1alpha1.StepSwitchServerCert, add.Done, RoleServer,
-		func(o State) bool { return o.HoldsNew }, "does not hold a leaf issued by "+in.NewCA.Name,
-		func(c Consumer) Fact { return c.ServesNew }, Yes, "serve a leaf issued by "+in.NewCA.Name)
-	rm := j.step(v1alpha1.StepRemoveOldCA, add.Done && sw.Done, RoleTrust,
-		func(o State) bool { return !o.HoldsOld }, "still holds "+in.OldCA.Name,
-		func(c Consumer) Fact { return c.TrustsOld }, No, "no longer trust "+in.OldCA.Name)
-	r.Steps = []Step{add, sw, rm}
-	j.summarize()
-	return r
-}
-
-// count fills in r.Counts.
-func (r *Result) count() {
-	pods := map[string]bool{}
-	c := &r.Counts
-	for _, k := range r.Consumers {
-		pods[k.Pod.Key()] = true
-		c.Total++
-		switch weakest(k) {
-		case v1alpha1.EvidenceReported:
-			c.ByEvidence.Reported++
-		case v1alpha1.EvidenceServed:
-			c.ByEvidence.Served++
-		case v1alpha1.EvidenceRestarted:
-			c.ByEvidence.Restarted++
-		case v1alpha1.EvidenceNever:
-			c.ByEvidence.Never++
-		case v1alpha1.EvidenceAcknowledged:
-			c.ByEvidence.Acknowledged++
-		default:
-			c.ByEvidence.Unknown++
-		}
-		switch state(k) {
-		case "new":
-			c.ByState.New++
-		case "both":
-			c.ByState.Both++
-		case "old":
-			c.ByState.Old++
-		case "neither":
-			c.ByState.Neither++
-		default:
-			c.ByState.Unknown++
-		}
-	}
-	c.Pods = int32(len(pods))
-}
-
-// facts are the facts the rotation needs of consumer k.
-func facts(k Consumer) []Fact {
-	if k.Object.Role == RoleServer {
-		return []Fact{k.ServesNew}
-	}
-	return []Fact{k.TrustsNew, k.TrustsOld}
-}
-
-// weakest is the weakest evidence of k's facts.
-func weakest(k Consumer) string {
-	rank := map[string]int{v1alpha1.EvidenceAcknowledged: 0, v1alpha1.EvidenceReported: 1, v1alpha1.EvidenceServed: 1,
-		v1alpha1.EvidenceRestarted: 2, v1alpha1.EvidenceNever: 3, v1alpha1.EvidenceUnknown: 4}
-	w := ""
-	for _, f := range facts(k) {
-		if r, ok := rank[f.Evidence]; !ok || w == "" || r > rank[w] {
-			w = f.Evidence
-			if !ok {
-				w = v1alpha1.EvidenceUnknown
+		for _, u := range uses {
+			c := Consumer{Pod: *p, Use: u, Object: in.Objects[u.Object], Acknowledged: ack}
+			in.judge(&c, explain(in.KeepConsumers))
+			t.j.add(&c)
+			if in.KeepConsumers {
+				t.r.Consumers = append(t.r.Consumers, c)
 			}
 		}
 	}
-	return w
+}
+
+// Result makes the verdicts once every pod is added.
+func (t *Tally) Result() Result {
+	j := &t.j
+	add := j.finish(&j.steps[0], true)
+	sw := j.finish(&j.steps[1], add.Done)
+	rm := j.finish(&j.steps[2], add.Done && sw.Done)
+	t.r.Steps = []Step{add, sw, rm}
+	j.summarize()
+	return t.r
+}
+
+// podOrder is the indexes of pods in the order of their namespaces and
+// names (the order of the consumers, and so of the stragglers shown).
+func podOrder(pods []Pod) []int {
+	order := make([]int, len(pods))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return cmp.Or(cmp.Compare(pods[a].Namespace, pods[b].Namespace), cmp.Compare(pods[a].Name, pods[b].Name))
+	})
+	return order
+}
+
+func compareUses(a, b Use) int {
+	return cmp.Or(cmp.Compare(a.Container, b.Container), cmp.Compare(a.Object, b.Object))
+}
+
+// count counts consumer k in c.
+func count(c *v1alpha1.ConsumerCounts, k *Consumer) {
+	c.Total++
+	switch weakest(k) {
+	case v1alpha1.EvidenceReported:
+		c.ByEvidence.Reported++
+	case v1alpha1.EvidenceServed:
+		c.ByEvidence.Served++
+	case v1alpha1.EvidenceRestarted:
+		c.ByEvidence.Restarted++
+	case v1alpha1.EvidenceNever:
+		c.ByEvidence.Never++
+	case v1alpha1.EvidenceAcknowledged:
+		c.ByEvidence.Acknowledged++
+	default:
+		c.ByEvidence.Unknown++
+	}
+	switch state(k) {
+	case "new":
+		c.ByState.New++
+	case "both":
+		c.ByState.Both++
+	case "old":
+		c.ByState.Old++
+	case "neither":
+		c.ByState.Neither++
+	default:
+		c.ByState.Unknown++
+	}
+}
+
+// rank orders evidence from the strongest (0) to the weakest (4, unknown:
+// anything not known ranks as unknown).
+func rank(evidence string) int {
+	switch evidence {
+	case v1alpha1.EvidenceAcknowledged:
+		return 0
+	case v1alpha1.EvidenceReported, v1alpha1.EvidenceServed:
+		return 1
+	case v1alpha1.EvidenceRestarted:
+		return 2
+	case v1alpha1.EvidenceNever:
+		return 3
+	}
+	return 4
+}
+
+// known is evidence, or unknown when it is not a known class.
+func known(evidence string) string {
+	if rank(evidence) == 4 {
+		return v1alpha1.EvidenceUnknown
+	}
+	return evidence
+}
+
+// weakest is the weakest evidence of the facts the rotation needs of k:
+// whether it serves a leaf of the new CA (a server), whether it trusts the
+// new CA and the old one (a trust consumer).
+func weakest(k *Consumer) string {
+	if k.Object.Role == RoleServer {
+		return known(k.ServesNew.Evidence)
+	}
+	n, o := known(k.TrustsNew.Evidence), known(k.TrustsOld.Evidence)
+	if rank(o) > rank(n) {
+		return o
+	}
+	return n
 }
 
 // state is what k is known to hold: new, both, old, neither or unknown.
-func state(k Consumer) string {
+func state(k *Consumer) string {
 	if k.Object.Role == RoleServer {
 		switch k.ServesNew.Value {
 		case Yes:
@@ -168,14 +255,46 @@ func state(k Consumer) string {
 type judgement struct {
 	in *Input
 	r  *Result
-	// blockers are, per step, its stragglers: the first
-	// v1alpha1.MaxStragglers of them, and how many there are. Only those
-	// are ever shown; keeping every one would make each census of 10,000
-	// pods at the start of a rotation allocate 10,000 per step.
-	blockers map[string]blockers
+	// steps are the three steps' tallies, in order.
+	steps [3]tally
+	// byRole counts, per role, the consumers by their weakest evidence
+	// (for the note of a step done: "(3 reported, 1 restarted)").
+	byRole [2]map[string]int
 	// objectNames are the objects' String(), by index, made once: every
 	// straggler of every step names its object.
 	objectNames []string
+}
+
+// tally is one step as the consumers are judged: what it asks, and what
+// was found so far.
+type tally struct {
+	name     string
+	role     Role
+	objOK    func(State) bool
+	objLacks string
+	want     Tri
+	verb     string
+
+	// b are its stragglers: the first v1alpha1.MaxStragglers of them, and
+	// how many there are. Only those are ever shown; keeping every one
+	// would make each census of 10,000 pods at the start of a rotation
+	// allocate 10,000 per step.
+	b                      blockers
+	objs, cons, unprovable int
+	total, proven          int
+}
+
+// fact is the fact t asks of k (a method, not a func field: k is on the
+// stack of Take, and an indirect call would move every consumer to the
+// heap).
+func (t *tally) fact(k *Consumer) Fact {
+	switch t.name {
+	case v1alpha1.StepSwitchServerCert:
+		return k.ServesNew
+	case v1alpha1.StepRemoveOldCA:
+		return k.TrustsOld
+	}
+	return k.TrustsNew
 }
 
 // objectName is the String() of object i.
@@ -189,82 +308,109 @@ func (j *judgement) objectName(i int) string {
 	return j.objectNames[i]
 }
 
-// step judges one step: safe is whether the steps before it are done; it is
-// done once every object of role holds (objOK) and every consumer of role
-// is proven to hold fact want.
-func (j *judgement) step(name string, safe bool, role Role, objOK func(State) bool, objLacks string,
-	fact func(Consumer) Fact, want Tri, verb string) Step {
-	if j.blockers == nil {
-		j.blockers = map[string]blockers{}
-	}
-	var b blockers
-	objs, cons := 0, 0
-	unread := 0
+// objects tallies the objects of t's role that keep t from being done.
+func (j *judgement) objects(t *tally) {
 	for _, o := range j.in.Objects {
-		if o.Role != role {
+		if o.Role != t.role {
 			continue
 		}
 		switch {
 		case o.Err != "":
-			unread++
-			objs++
-			if b.keeps() {
-				b.first = append(b.first, v1alpha1.Straggler{Object: o.Object.String(), Step: name, Reason: "cannot be read: " + o.Err})
+			t.objs++
+			if t.b.keeps() {
+				t.b.first = append(t.b.first, v1alpha1.Straggler{Object: o.Object.String(), Step: t.name, Reason: "cannot be read: " + o.Err})
 			}
-		case !objOK(o):
-			objs++
-			if b.keeps() {
-				b.first = append(b.first, v1alpha1.Straggler{Object: o.Object.String(), Step: name, Reason: objLacks})
+		case !t.objOK(o):
+			t.objs++
+			if t.b.keeps() {
+				t.b.first = append(t.b.first, v1alpha1.Straggler{Object: o.Object.String(), Step: t.name, Reason: t.objLacks})
 			}
 		}
 	}
-	total, proven, unprovable := 0, 0, 0
-	for _, k := range j.r.Consumers {
-		if k.Object.Role != role {
+}
+
+// add counts judged consumer k, and tallies it in each step of its role;
+// a straggler a step keeps is judged again, to say why.
+func (j *judgement) add(k *Consumer) {
+	count(&j.r.Counts, k)
+	if m := &j.byRole[k.Object.Role]; *m == nil {
+		*m = map[string]int{}
+	}
+	j.byRole[k.Object.Role][weakest(k)]++
+	var explained *Consumer
+	for i := range j.steps {
+		t := &j.steps[i]
+		if k.Object.Role != t.role {
 			continue
 		}
-		total++
-		f := fact(k)
-		if f.is(want) {
-			proven++
+		t.total++
+		f := t.fact(k)
+		if f.is(t.want) {
+			t.proven++
 			continue
 		}
 		if f.Value == Unknown || !f.proven() {
-			unprovable++ // what is left cannot be proven until it restarts or reports
+			t.unprovable++ // what is left cannot be proven until it restarts or reports
 		}
-		cons++
-		if b.keeps() {
-			b.first = append(b.first, v1alpha1.Straggler{Namespace: k.Pod.Namespace, Pod: k.Pod.Name, Container: k.Use.Container,
-				Object: j.objectName(k.Use.Object), How: string(k.Use.How), Evidence: f.Evidence, Step: name, Reason: f.Why})
+		t.cons++
+		if !t.b.keeps() {
+			continue
 		}
+		if explained == nil {
+			explained = k
+			if !j.in.KeepConsumers {
+				e := Consumer{Pod: k.Pod, Use: k.Use, Object: k.Object, Acknowledged: k.Acknowledged}
+				j.in.judge(&e, true)
+				explained = &e
+			}
+		}
+		f = t.fact(explained)
+		t.b.first = append(t.b.first, v1alpha1.Straggler{Namespace: k.Pod.Namespace, Pod: k.Pod.Name, Container: k.Use.Container,
+			Object: j.objectName(k.Use.Object), How: string(k.Use.How), Evidence: f.Evidence, Step: t.name, Reason: f.Why})
 	}
-	j.blockers[name] = b
-	count := fmt.Sprintf("%d/%d consumers proven to %s", proven, total, verb)
-	if role == RoleServer && total == 0 && objs == 0 {
+}
+
+// finish makes the verdict on step t, once every consumer is tallied: safe
+// is whether the steps before it are done; it is done once every object of
+// its role holds and every consumer of its role is proven to hold its fact.
+func (j *judgement) finish(t *tally, safe bool) Step {
+	b := t.b
+	count := fmt.Sprintf("%d/%d consumers proven to %s", t.proven, t.total, t.verb)
+	if t.role == RoleServer && t.total == 0 && t.objs == 0 {
 		count = "no pod mounts a server certificate"
 		if !slices.ContainsFunc(j.in.Objects, func(o State) bool { return o.Role == RoleServer }) {
 			count = "no server certificates declared"
 		}
 	}
-	s := Step{Name: name, Safe: safe}
+	s := Step{Name: t.name, Safe: safe}
 	short := ""
-	if role == RoleTrust && j.in.MinConsumers > 0 && len(j.r.Consumers) < j.in.MinConsumers {
-		short = fmt.Sprintf("fewer consumers found (%d) than the %d expected", len(j.r.Consumers), j.in.MinConsumers)
+	if total := int(j.r.Counts.Total); t.role == RoleTrust && j.in.MinConsumers > 0 && total < j.in.MinConsumers {
+		short = fmt.Sprintf("fewer consumers found (%d) than the %d expected", total, j.in.MinConsumers)
 	}
 	switch {
 	case !safe:
 		s.Reason = v1alpha1.ReasonNotSafe
-		s.Message = fmt.Sprintf("not safe yet: %s; %s", j.notSafeWhy(name), count)
+		s.Message = fmt.Sprintf("not safe yet: %s; %s", j.notSafeWhy(t.name), count)
 	case b.total == 0 && short == "":
-		s.Done, s.Reason, s.Message = true, v1alpha1.ReasonDone, strings.TrimSpace(count+" "+evidenceNote(j.r.Consumers, role))
+		s.Done, s.Reason, s.Message = true, v1alpha1.ReasonDone, strings.TrimSpace(count+" "+evidenceNote(j.byRole[t.role]))
 	case b.total == 0:
 		s.Reason, s.Message = v1alpha1.ReasonInProgress, count+": "+short
-	case objs == 0 && unprovable == cons:
+	case t.objs == 0 && t.unprovable == t.cons:
 		s.Reason, s.Message = v1alpha1.ReasonUnproven, count+": "+b.names()
 	default:
 		s.Reason, s.Message = v1alpha1.ReasonInProgress, count+": "+b.names()
 	}
 	return s
+}
+
+// blockersOf is step name's stragglers.
+func (j *judgement) blockersOf(name string) blockers {
+	for _, t := range j.steps {
+		if t.name == name {
+			return t.b
+		}
+	}
+	return blockers{}
 }
 
 // notSafeWhy names the first step before name that is not done.
@@ -273,22 +419,16 @@ func (j *judgement) notSafeWhy(name string) string {
 		if prev == name {
 			break
 		}
-		if b := j.blockers[prev]; b.total > 0 {
+		if b := j.blockersOf(prev); b.total > 0 {
 			return prev + " is not done: " + b.names()
 		}
 	}
 	return "a step before it is not done"
 }
 
-// evidenceNote says how the consumers of role are known: "(3 reported, 1
-// restarted)".
-func evidenceNote(cs []Consumer, role Role) string {
-	n := map[string]int{}
-	for _, k := range cs {
-		if k.Object.Role == role {
-			n[weakest(k)]++
-		}
-	}
+// evidenceNote says how the consumers of a role are known, from their
+// counts by weakest evidence n: "(3 reported, 1 restarted)".
+func evidenceNote(n map[string]int) string {
 	var parts []string
 	for _, e := range []string{v1alpha1.EvidenceReported, v1alpha1.EvidenceServed, v1alpha1.EvidenceRestarted, v1alpha1.EvidenceAcknowledged} {
 		if n[e] > 0 {
@@ -309,7 +449,7 @@ func (j *judgement) summarize() {
 			continue
 		}
 		r.Next = s.Name
-		b := j.blockers[s.Name]
+		b := j.blockersOf(s.Name)
 		r.Omitted = b.total - len(b.first)
 		r.Stragglers = b.first
 		if i == 0 || !s.Safe {

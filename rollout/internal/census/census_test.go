@@ -37,15 +37,16 @@ func newFleet() *fleet {
 		},
 		Reports: map[string][]Report{}, Served: map[string][]Served{},
 		VolumeDelay: 2 * time.Minute, CTBDelay: 6 * time.Minute,
+		KeepConsumers: true,
 	}}
 }
 
 // pod adds a pod of one container "app" started at start (zero: not
 // running) using object obj as how.
 func (f *fleet) pod(name string, start time.Time, obj int, how How) *fleet {
-	p := Pod{Namespace: "ns", Name: name, Started: map[string]time.Time{}, Uses: []Use{{Container: "app", Object: obj, How: how}}}
+	p := Pod{Namespace: "ns", Name: name, Uses: []Use{{Container: "app", Object: obj, How: how}}}
 	if !start.IsZero() {
-		p.Started["app"] = start
+		p.Started = []Start{StartOf("app", start)}
 	}
 	f.in.Pods = append(f.in.Pods, p)
 	return f
@@ -266,7 +267,7 @@ func TestWholeRotation(t *testing.T) {
 		t.Fatalf("remove-old-ca %+v", rm)
 	}
 	// It restarts at 10:23.
-	f.in.Pods[1].Started["app"] = at(23)
+	f.in.Pods[1].Started = []Start{StartOf("app", at(23))}
 	r = Take(f.in)
 	if rm := r.Steps[2]; !rm.Done || r.Next != "" || !strings.HasPrefix(r.Summary, "rotation complete: 2/2 consumers proven to no longer trust CA-2025") {
 		t.Fatalf("remove-old-ca %+v, next %q, summary %q", rm, r.Next, r.Summary)
@@ -280,7 +281,7 @@ func TestWholeRotation(t *testing.T) {
 // pod's only consuming container, not for one of two.
 func TestReportsAreAttributed(t *testing.T) {
 	f := newFleet()
-	f.in.Pods = []Pod{{Namespace: "ns", Name: "two", Started: map[string]time.Time{"a": at(-60), "b": at(-60)},
+	f.in.Pods = []Pod{{Namespace: "ns", Name: "two", Started: []Start{StartOf("a", at(-60)), StartOf("b", at(-60))},
 		Uses: []Use{{Container: "a", Object: 0, How: HowVolume}, {Container: "b", Object: 0, How: HowVolume}}}}
 	f.reports("two", Report{CAs: both})
 	r := Take(f.in)
@@ -402,5 +403,61 @@ func TestConditions(t *testing.T) {
 	}
 	if got := truncate(strings.Repeat("é", 3000), maxMessage); len(got) > maxMessage || !strings.HasSuffix(got, " …") {
 		t.Errorf("truncated to %d bytes", len(got))
+	}
+}
+
+// TestOnlyTheStragglersShownAreExplained: a census that keeps no consumer
+// (the controller's, in mode Observe) comes to the very verdicts, counts
+// and stragglers — their reasons included — as one that keeps every
+// consumer and says why of each; the pods' order in the input does not
+// matter, nor whether they come in one batch or several.
+func TestOnlyTheStragglersShownAreExplained(t *testing.T) {
+	f, _ := mixedFleet()
+	for i := range v1alpha1.MaxStragglers + 3 {
+		f.pod(fmt.Sprintf("sub-%03d", i), at(-60), 0, HowSubPath)
+	}
+	f.in.Acknowledged = func(p Pod) string {
+		if p.Name == "env-old" {
+			return "restarted by hand"
+		}
+		return ""
+	}
+	kept := Take(f.in)
+	slices.Reverse(f.in.Pods)
+	f.in.KeepConsumers = false
+	streamed := Take(f.in)
+	if streamed.Consumers != nil {
+		t.Errorf("%d consumers kept without KeepConsumers", len(streamed.Consumers))
+	}
+	if kept.Counts != streamed.Counts || kept.Next != streamed.Next || kept.Summary != streamed.Summary || kept.Omitted != streamed.Omitted {
+		t.Errorf("kept: %+v %q %q %d\nstreamed: %+v %q %q %d", kept.Counts, kept.Next, kept.Summary, kept.Omitted,
+			streamed.Counts, streamed.Next, streamed.Summary, streamed.Omitted)
+	}
+	if !slices.Equal(kept.Steps, streamed.Steps) {
+		t.Errorf("steps differ:\n kept %+v\n streamed %+v", kept.Steps, streamed.Steps)
+	}
+	if !slices.Equal(kept.Stragglers, streamed.Stragglers) || len(streamed.Stragglers) != v1alpha1.MaxStragglers {
+		t.Errorf("stragglers differ (%d, %d):\n kept %+v\n streamed %+v", len(kept.Stragglers), len(streamed.Stragglers), kept.Stragglers, streamed.Stragglers)
+	}
+	for _, s := range streamed.Stragglers {
+		if s.Reason == "" {
+			t.Errorf("straggler %+v says not why", s)
+		}
+	}
+	if kept.Counts.Pods != int32(len(f.in.Pods)) || kept.Counts.ByEvidence.Acknowledged != 1 {
+		t.Errorf("counts %+v", kept.Counts)
+	}
+
+	// In batches of 7 pods, in the order of their names.
+	slices.SortFunc(f.in.Pods, func(a, b Pod) int { return strings.Compare(a.Name, b.Name) })
+	tl := Begin(f.in)
+	for batch := range slices.Chunk(f.in.Pods, 7) {
+		tl.Add(batch, f.in.Reports, f.in.Served)
+	}
+	batched := tl.Result()
+	if kept.Counts != batched.Counts || kept.Summary != batched.Summary || !slices.Equal(kept.Steps, batched.Steps) ||
+		!slices.Equal(kept.Stragglers, batched.Stragglers) || kept.Omitted != batched.Omitted {
+		t.Errorf("in batches: %+v %q %d stragglers (%d omitted)\nwhole: %+v %q %d (%d)", batched.Counts, batched.Summary, len(batched.Stragglers), batched.Omitted,
+			kept.Counts, kept.Summary, len(kept.Stragglers), kept.Omitted)
 	}
 }

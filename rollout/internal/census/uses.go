@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"slices"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,18 +11,18 @@ import (
 
 // PodOf returns what the census needs of p: the uses its containers make of
 // objects (indexes into objects), and the start times of its running
-// containers. ok is false when it uses none. Init containers are left out:
-// they have run to completion, and what they read is held by no process that
-// serves or dials.
+// containers (and running sidecars). ok is false when it uses none. Init
+// containers are left out of the uses: they have run to completion, and what
+// they read is held by no process that serves or dials.
 func PodOf(p *corev1.Pod, objects []Object) (pod Pod, ok bool) {
 	uses := podUses(&p.Spec, p.Namespace, p.Name, objects)
 	if len(uses) == 0 {
 		return Pod{}, false
 	}
-	started := map[string]time.Time{}
-	for _, s := range p.Status.ContainerStatuses {
+	var started []Start
+	for _, s := range slices.Concat(p.Status.ContainerStatuses, p.Status.InitContainerStatuses) {
 		if r := s.State.Running; r != nil && !r.StartedAt.IsZero() {
-			started[s.Name] = r.StartedAt.Time
+			started = append(started, StartOf(s.Name, r.StartedAt.Time))
 		}
 	}
 	return Pod{Namespace: p.Namespace, Name: p.Name, Labels: p.Labels, Started: started, Uses: uses}, true

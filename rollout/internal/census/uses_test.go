@@ -118,10 +118,10 @@ func TestPodOf(t *testing.T) {
 				t.Fatalf("uses %+v (ok %v), want %+v", got.Uses, ok, c.want)
 			}
 			if ok {
-				if s, running := got.Started["app"]; running && !s.Equal(t0) {
-					t.Errorf("app started %v, want %v", s, t0)
+				if s, running := got.StartedAt("app"); !running || !s.Equal(t0) {
+					t.Errorf("app started %v (running %v), want %v", s, running, t0)
 				}
-				if _, running := got.Started["sub"]; running {
+				if _, running := got.StartedAt("sub"); running {
 					t.Error("a waiting container counts as started")
 				}
 			}

@@ -43,6 +43,9 @@ type Options struct {
 
 	MetricsAddr string // Prometheus /metrics; "0" disables
 	ProbeAddr   string // /healthz and /readyz; "0" disables
+	// PprofAddr serves Go's /debug/pprof/ profiles (heap, CPU, goroutines)
+	// to whoever reaches it; "" or "0" (the default) disables it.
+	PprofAddr string
 
 	// WebhookAddr serves the admission webhook that keeps the stamp and the
 	// controller's state when an owner controller rewrites a workload; "" or
@@ -95,6 +98,7 @@ func New() *Options {
 		},
 		MetricsAddr:            ":8080",
 		ProbeAddr:              ":8081",
+		PprofAddr:              "0",
 		WebhookAddr:            "0",
 		QPS:                    50,
 		Burst:                  100,
@@ -125,6 +129,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsPrefix, "metrics-prefix", o.MetricsPrefix, "prefix of the controller's metric names")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus /metrics endpoint (0 disables)")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "address of the /healthz and /readyz endpoints (0 disables)")
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", o.PprofAddr, "address of Go's /debug/pprof/ profiles, e.g. 127.0.0.1:6060 (0 disables; they are not authenticated: bind to loopback)")
 	fs.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "requests per second to the API server")
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "burst of requests to the API server")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect a leader among replicas with a Lease; only the leader rolls workloads")
@@ -237,6 +242,7 @@ func (o *Options) Complete(log logr.Logger) (*Config, error) {
 	c.Manager = ctrl.Options{
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
+		PprofBindAddress:              o.PprofAddr,
 		LeaderElection:                o.LeaderElect,
 		LeaderElectionID:              o.LeaderElectionID,
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,

@@ -105,6 +105,9 @@ func TestComplete(t *testing.T) {
 	if cfg.Census != nil {
 		t.Error("the census is on without --census")
 	}
+	if cfg.Manager.PprofBindAddress != "0" {
+		t.Errorf("the profiles are served on %q without --pprof-bind-address", cfg.Manager.PprofBindAddress)
+	}
 	o = parse(t, "--kubeconfig", kubeconfig(t, "team-a"), "--census", "--census-interval=30s", "--metrics-prefix=acme",
 		"--namespace=a", "--namespace=b", "--namespace-selector=team=payments")
 	if cfg, err = o.Complete(logr.Discard()); err != nil {
@@ -121,6 +124,13 @@ func TestComplete(t *testing.T) {
 	}
 	if c := cfg.Census; c == nil || !c.Drive {
 		t.Errorf("census options %+v with --census-drive", c)
+	}
+	o = parse(t, "--kubeconfig", kubeconfig(t, "team-a"), "--pprof-bind-address=127.0.0.1:6060")
+	if cfg, err = o.Complete(logr.Discard()); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Manager.PprofBindAddress != "127.0.0.1:6060" {
+		t.Errorf("--pprof-bind-address=127.0.0.1:6060 gave the manager %q", cfg.Manager.PprofBindAddress)
 	}
 }
 
