@@ -276,7 +276,7 @@ func starting(r *core.Result, st *v1alpha1.TrustRotationStatus) map[string]bool 
 					f.Evidence == v1alpha1.EvidenceReported || f.Evidence == v1alpha1.EvidenceServed) {
 					continue
 				}
-				if _, ok := k.Pod.Started[k.Use.Container]; ok {
+				if _, ok := k.Pod.StartedAt(k.Use.Container); ok {
 					running = true
 				} else {
 					waiting = true

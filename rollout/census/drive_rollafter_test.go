@@ -48,8 +48,8 @@ func TestStartingOnlyWhileContainersStart(t *testing.T) {
 	proven := core.Fact{Value: core.Yes, Evidence: v1alpha1.EvidenceReported}
 	gone := core.Fact{Value: core.No, Evidence: v1alpha1.EvidenceRestarted}
 	unknown := core.Fact{Evidence: v1alpha1.EvidenceUnknown, Why: "its container is not running"}
-	running := map[string]time.Time{"app": time.Unix(1_000_000, 0)}
-	trust := func(started map[string]time.Time, trustsNew, trustsOld core.Fact) core.Consumer {
+	running := []core.Start{core.StartOf("app", time.Unix(1_000_000, 0))}
+	trust := func(started []core.Start, trustsNew, trustsOld core.Fact) core.Consumer {
 		return core.Consumer{Pod: core.Pod{Namespace: "a", Name: "p", Started: started}, Use: core.Use{Container: "app"},
 			Object: core.State{Object: core.Object{Role: core.RoleTrust}}, TrustsNew: trustsNew, TrustsOld: trustsOld}
 	}

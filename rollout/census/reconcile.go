@@ -140,6 +140,7 @@ func (c *Census) census(ctx context.Context, tr *v1alpha1.TrustRotation, oldCA, 
 	t := core.Begin(in)
 	g := &gatherer{c: c, tr: tr, cache: c.cache, oldCA: oldCA, newCA: newCA, states: states}
 	reportErr := ""
+	var revoking []core.Pod // every batch's pods, for spec.revocation only
 	for batch := range slices.Chunk(listed, judgeBatch) {
 		g.pods, g.records = consumers(batch, objects)
 		reports, err := g.reports(ctx)
@@ -147,6 +148,9 @@ func (c *Census) census(ctx context.Context, tr *v1alpha1.TrustRotation, oldCA, 
 			reportErr = err
 		}
 		t.Add(g.pods, reports, g.served(ctx))
+		if spec.Revocation != nil {
+			revoking = append(revoking, g.pods...)
+		}
 	}
 	r := t.Result()
 	c.metrics.observe(tr.Name, r)
@@ -160,7 +164,7 @@ func (c *Census) census(ctx context.Context, tr *v1alpha1.TrustRotation, oldCA, 
 	}
 	st.Consumers, st.Stragglers, st.StragglersOmitted = r.Counts, r.Stragglers, int32(r.Omitted)
 	st.Conditions = r.Conditions(tr.Status.Conditions, tr.Generation, now)
-	c.revoke(ctx, tr, st, states, pods, []side{oldCA, newCA}, now) // spec.revocation (revocation.go)
+	c.revoke(ctx, tr, st, states, revoking, []side{oldCA, newCA}, now) // spec.revocation (revocation.go)
 	return st, &r, nil
 }
 
