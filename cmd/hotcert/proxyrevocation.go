@@ -64,15 +64,7 @@ func countDenied(m *metrics.DenyList, component string, p proxyRunner, deny *rev
 	if m == nil || peers == nil {
 		return
 	}
-	m.CountDenied(component+"_deny_list", func() int {
-		l, n := deny.Current(), 0
-		for chain := range peers {
-			if l.Check(chain) != nil {
-				n++
-			}
-		}
-		return n
-	})
+	m.CountDenied(component+"_deny_list", func() int { return agentrpc.DeniedConnections(deny.Current(), peers) })
 }
 
 // proxyStatus is what the proxy's /healthz serves: the proxy's status and, with

@@ -91,3 +91,17 @@ func NewDenyListStatus(r *revocation.Reloader, serial, issuer string, peers iter
 	}
 	return st, nil
 }
+
+// DeniedConnections counts the chains of peers (the verified chains of the open
+// connections, leaf first) that l denies: the value of
+// hotcert_tls_deny_list_denied_connections, which the census reads to prove that
+// no connection of a revoked certificate is left.
+func DeniedConnections(l *revocation.List, peers iter.Seq[[]*x509.Certificate]) int {
+	n := 0
+	for chain := range peers {
+		if l.Check(chain) != nil {
+			n++
+		}
+	}
+	return n
+}

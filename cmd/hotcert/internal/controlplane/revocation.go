@@ -49,13 +49,13 @@ func (s *Server) loadDenyList() error {
 
 // deniedConns counts the open agent connections whose verified peer chain l denies.
 func (s *Server) deniedConns(l *revocation.List) int {
-	n := 0
-	s.peers.each(func(chain []*x509.Certificate) {
-		if l.Check(chain) != nil {
-			n++
-		}
-	})
-	return n
+	return agentrpc.DeniedConnections(l, s.peerChains)
+}
+
+// peerChains yields the verified peer chain of every open agent connection.
+func (s *Server) peerChains(yield func([]*x509.Certificate) bool) {
+	more := true
+	s.peers.each(func(chain []*x509.Certificate) { more = more && yield(chain) })
 }
 
 // DenyList returns the deny list's reloader, or nil without Config.DenyList.
@@ -67,10 +67,7 @@ func (s *Server) denyListStatus(serial, issuer string) (*agentrpc.DenyListStatus
 	if s.deny == nil {
 		return nil, nil
 	}
-	return agentrpc.NewDenyListStatus(s.deny, serial, issuer, func(yield func([]*x509.Certificate) bool) {
-		more := true
-		s.peers.each(func(chain []*x509.Certificate) { more = more && yield(chain) })
-	})
+	return agentrpc.NewDenyListStatus(s.deny, serial, issuer, s.peerChains)
 }
 
 // peerTracker holds the verified peer chain of every open connection whose
