@@ -1,10 +1,11 @@
 package drain
 
 import (
-	"crypto/x509"
 	"net"
 
 	"google.golang.org/grpc/credentials"
+
+	"github.com/hotcert/hotcert"
 )
 
 // trackingCreds wraps the server's transport credentials to remember, per
@@ -27,12 +28,7 @@ func (t *trackingCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.Aut
 		return out, info, err
 	}
 	if ti, ok := info.(credentials.TLSInfo); ok {
-		var chain []*x509.Certificate
-		if len(ti.State.VerifiedChains) > 0 {
-			chain = ti.State.VerifiedChains[0]
-		} else {
-			chain = ti.State.PeerCertificates
-		}
+		chain := hotcert.PeerChain(ti.State)
 		c.mu.Lock()
 		c.peer = chain
 		c.mu.Unlock()

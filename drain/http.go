@@ -113,7 +113,7 @@ func (h *HTTPServer) Wrap(srv *http.Server) {
 			hc.mu.Lock()
 			stale := hc.stale
 			if hc.peer == nil && r.TLS != nil {
-				hc.peer = peerChainOf(*r.TLS)
+				hc.peer = hotcert.PeerChain(*r.TLS)
 			}
 			hc.mu.Unlock()
 			if stale {
@@ -145,7 +145,7 @@ func (h *HTTPServer) connState(c net.Conn, st http.ConnState) {
 		if tc, ok := c.(*tls.Conn); ok {
 			cs := tc.ConnectionState()
 			hc.tlsSeen, first = true, true
-			handshaken = peerChainOf(cs) // the verified chain when there is one
+			handshaken = hotcert.PeerChain(cs) // the verified chain when there is one
 			if hc.peer == nil {
 				hc.peer = handshaken
 			}

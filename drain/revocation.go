@@ -61,7 +61,7 @@ func (p *policy) checkAfterHandshake(t target, h handshaker, next *revocation.Li
 		return
 	}
 	if cs := tc.ConnectionState(); cs.HandshakeComplete {
-		if peer := peerChainOf(cs); len(peer) > 0 {
+		if peer := hotcert.PeerChain(cs); len(peer) > 0 {
 			p.cutIfDenied(t, peer, next)
 		}
 	}
@@ -108,13 +108,4 @@ func (h *HTTPServer) cut(hc *httpConn) bool {
 	}
 	hc.c.Close()
 	return true
-}
-
-// peerChainOf is the peer's verified chain (leaf first, up to the root, so that a
-// serial is matched with its issuer), or its presented certificates without one.
-func peerChainOf(cs tls.ConnectionState) []*x509.Certificate {
-	if len(cs.VerifiedChains) > 0 {
-		return cs.VerifiedChains[0]
-	}
-	return cs.PeerCertificates
 }

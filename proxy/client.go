@@ -229,7 +229,7 @@ func (h *httpClient) dialTLS(ctx context.Context, network, addr string) (net.Con
 		tc.Close()
 		return nil, err
 	}
-	chain := peerChain(tc.ConnectionState()) // verified: the revocation cut matches serials with their issuer
+	chain := hotcert.PeerChain(tc.ConnectionState()) // verified: the revocation cut matches serials with their issuer
 	h.peers.add(under, chain)
 	under.tracked.SetPeer(chain)
 	return tc, nil

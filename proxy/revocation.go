@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/drain"
 	"github.com/hotcert/hotcert/tlsconfig"
 )
@@ -39,16 +40,6 @@ func (c *config) revocationCut() []drain.Option {
 		return nil
 	}
 	return []drain.Option{drain.WithRevocationCut(c.deny)}
-}
-
-// peerChain is the peer's verified chain, leaf first up to its root (a serial is
-// matched with the issuer that follows it), or its presented certificates
-// without one.
-func peerChain(cs tls.ConnectionState) []*x509.Certificate {
-	if len(cs.VerifiedChains) > 0 {
-		return cs.VerifiedChains[0]
-	}
-	return cs.PeerCertificates
 }
 
 // peerSet holds the peer chain of every open connection whose handshake
@@ -100,7 +91,7 @@ func (h *httpServer) trackPeers() {
 		case http.StateActive, http.StateIdle:
 			if tc, ok := c.(*tls.Conn); ok {
 				if cs := tc.ConnectionState(); cs.HandshakeComplete {
-					h.peers.add(c, peerChain(cs))
+					h.peers.add(c, hotcert.PeerChain(cs))
 				}
 			}
 		case http.StateClosed, http.StateHijacked:

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/drain"
 )
 
@@ -196,7 +197,7 @@ func (t *tcpServer) handle(raw net.Conn, c *conn) {
 	// behind a Client.
 	for _, side := range []net.Conn{c.front, back} {
 		if tc, ok := side.(*tls.Conn); ok {
-			chain := peerChain(tc.ConnectionState()) // verified: the revocation cut matches serials with their issuer
+			chain := hotcert.PeerChain(tc.ConnectionState()) // verified: the revocation cut matches serials with their issuer
 			for _, tk := range tracked {
 				tk.SetPeer(chain)
 			}

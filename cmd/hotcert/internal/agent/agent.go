@@ -395,10 +395,7 @@ func (a *Agent) session(ctx context.Context) (established bool, err error) {
 	if p, ok := peer.FromContext(stream.Context()); ok {
 		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.PeerCertificates) > 0 {
 			info.peer = ti.State.PeerCertificates[0]
-			serverChain = ti.State.PeerCertificates
-			if len(ti.State.VerifiedChains) > 0 {
-				serverChain = ti.State.VerifiedChains[0]
-			}
+			serverChain = hotcert.PeerChain(ti.State)
 		}
 	}
 	info.chain = serverChain

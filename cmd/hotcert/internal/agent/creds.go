@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc/credentials"
 
+	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/cmd/hotcert/internal/agentrpc"
 )
 
@@ -27,11 +28,7 @@ func (c *observedCreds) ClientHandshake(ctx context.Context, authority string, r
 	}
 	c.a.c.handshakes.Add(1)
 	if ti, ok := info.(credentials.TLSInfo); ok {
-		chain := ti.State.PeerCertificates
-		if len(ti.State.VerifiedChains) > 0 {
-			chain = ti.State.VerifiedChains[0]
-		}
-		c.a.setServerChain(chain)
+		c.a.setServerChain(hotcert.PeerChain(ti.State))
 	}
 	if g := c.a.guard; g != nil {
 		if ti, ok := info.(credentials.TLSInfo); ok {

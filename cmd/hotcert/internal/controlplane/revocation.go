@@ -91,10 +91,7 @@ func (t *peerTracker) track(conn net.Conn, info credentials.AuthInfo) net.Conn {
 	if !ok || len(ti.State.PeerCertificates) == 0 {
 		return conn
 	}
-	chain := ti.State.PeerCertificates
-	if len(ti.State.VerifiedChains) > 0 {
-		chain = ti.State.VerifiedChains[0]
-	}
+	chain := hotcert.PeerChain(ti.State)
 	pc := &peerConn{Conn: conn, t: t}
 	t.mu.Lock()
 	if t.conns == nil {
