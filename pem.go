@@ -287,3 +287,13 @@ func lineOf(all, rest []byte, off int) int {
 	pos := len(all) - len(rest) + off
 	return bytes.Count(all[:pos], []byte("\n")) + 1
 }
+
+// EncodeCertificates encodes certs as CERTIFICATE blocks, in order: a bundle
+// that [ParseCertificates] reads back.
+func EncodeCertificates(certs ...*x509.Certificate) []byte {
+	var out []byte
+	for _, c := range certs {
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
+	}
+	return out
+}

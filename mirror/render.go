@@ -1,7 +1,6 @@
 package mirror
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/pem"
@@ -44,7 +43,7 @@ func render(m *hotcert.Material, pkcs12On bool, password string, c *config) ([]o
 	var outs []output
 	if m.HasTrust() {
 		cas := m.TrustCertificates()
-		bundle := certsPEM(cas)
+		bundle := hotcert.EncodeCertificates(cas...)
 		outs = append(outs, output{name: CAFile, data: bundle, mode: c.fileMode, key: sha256.Sum256(bundle)})
 		if pkcs12On {
 			entries := make([]pkcs12.TrustStoreEntry, len(cas))
@@ -68,7 +67,7 @@ func render(m *hotcert.Material, pkcs12On bool, password string, c *config) ([]o
 			return nil, fmt.Errorf("mirror: encoding %s: %w", KeyFile, err)
 		}
 		keyPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
-		chain := certsPEM(m.Chain())
+		chain := hotcert.EncodeCertificates(m.Chain()...)
 		outs = append(outs,
 			output{name: KeyFile, data: keyPEM, mode: c.keyMode, key: sha256.Sum256(keyPEM)},
 			output{name: CertFile, data: chain, mode: c.fileMode, key: sha256.Sum256(chain)})
@@ -81,15 +80,6 @@ func render(m *hotcert.Material, pkcs12On bool, password string, c *config) ([]o
 		}
 	}
 	return outs, nil
-}
-
-// certsPEM encodes certs as CERTIFICATE blocks, in order.
-func certsPEM(certs []*x509.Certificate) []byte {
-	var b bytes.Buffer
-	for _, c := range certs {
-		_ = pem.Encode(&b, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
-	}
-	return b.Bytes()
 }
 
 // inputsKey identifies a PKCS#12 file by its password and contents.

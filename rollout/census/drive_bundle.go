@@ -3,7 +3,6 @@ package census
 import (
 	"context"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"slices"
@@ -146,7 +145,7 @@ func (c *Census) editBundle(ctx context.Context, b v1alpha1.DriveBundle, edit fu
 	if len(after) == 0 {
 		return fmt.Errorf("census: drive: %s is not rewritten: it would hold no certificate", name)
 	}
-	out := encodePEM(after)
+	out := hotcert.EncodeCertificates(after...)
 	switch o := obj.(type) {
 	case *corev1.Secret:
 		if o.Data == nil {
@@ -171,14 +170,6 @@ func (c *Census) editBundle(ctx context.Context, b v1alpha1.DriveBundle, edit fu
 		return fmt.Errorf("census: drive: writing %s: %w", name, err)
 	}
 	return nil
-}
-
-func encodePEM(certs []*x509.Certificate) []byte {
-	var out []byte
-	for _, ca := range certs {
-		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw})...)
-	}
-	return out
 }
 
 // editSources edits a trust-manager Bundle's spec.sources: add puts ca in
@@ -223,7 +214,7 @@ func (c *Census) editSources(ctx context.Context, ref v1alpha1.DriveTrustManager
 			}
 			changed = true
 			if len(kept) > 0 {
-				out = append(out, map[string]any{"inLine": string(encodePEM(kept))})
+				out = append(out, map[string]any{"inLine": string(hotcert.EncodeCertificates(kept...))})
 			}
 			continue
 		case !add:
@@ -239,7 +230,7 @@ func (c *Census) editSources(ctx context.Context, ref v1alpha1.DriveTrustManager
 		out = append(out, raw)
 	}
 	if add {
-		out = append(out, map[string]any{"inLine": string(encodePEM(ca.certs))})
+		out = append(out, map[string]any{"inLine": string(hotcert.EncodeCertificates(ca.certs...))})
 		changed = true
 	}
 	if !changed {

@@ -2,7 +2,6 @@ package census
 
 import (
 	"context"
-	"encoding/pem"
 	"fmt"
 	"time"
 
@@ -99,9 +98,7 @@ func readKeys(ctx context.Context, r client.Reader, kind, ns, name string) (map[
 func trustOf(cas []side) *hotcert.Material {
 	var bundle []byte
 	for _, s := range cas {
-		for _, c := range s.certs {
-			bundle = append(bundle, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
-		}
+		bundle = append(bundle, hotcert.EncodeCertificates(s.certs...)...)
 	}
 	if len(bundle) == 0 {
 		return nil

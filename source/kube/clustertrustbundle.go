@@ -3,7 +3,6 @@ package kube
 import (
 	"bytes"
 	"context"
-	"encoding/pem"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -137,7 +136,7 @@ func (s *ClusterTrustBundles) Read(ctx context.Context) (hotcert.Content, error)
 		for _, c := range certs {
 			if !seen[string(c.Raw)] {
 				seen[string(c.Raw)] = true
-				union = append(union, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
+				union = append(union, hotcert.EncodeCertificates(c)...)
 			}
 		}
 	}

@@ -3,7 +3,6 @@ package agent
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -155,10 +154,7 @@ func (g *trustGuard) handshaken(cs tls.ConnectionState) {
 // unionWith returns base's bundle with ca appended, validated as the reloader
 // validates a bundle.
 func unionWith(base *hotcert.Material, ca *x509.Certificate) (*hotcert.Material, error) {
-	var b []byte
-	for _, c := range append(slices.Clone(base.TrustCertificates()), ca) {
-		b = append(b, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
-	}
+	b := hotcert.EncodeCertificates(append(slices.Clone(base.TrustCertificates()), ca)...)
 	src := base.Source() + " + kept CA"
 	m, err := hotcert.Validate(hotcert.Content{CA: hotcert.Input{Name: src, Data: b}, Source: src}, hotcert.WithRequireTrust())
 	if err != nil {

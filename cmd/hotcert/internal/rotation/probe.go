@@ -3,7 +3,6 @@ package rotation
 import (
 	"context"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -43,9 +42,7 @@ func loadCAs(ctx context.Context, path string) (cas, error) {
 func union(oldCAs, newCAs cas) (*hotcert.Material, error) {
 	var pemData []byte
 	for _, m := range []*hotcert.Material{oldCAs.m, newCAs.m} {
-		for _, c := range m.TrustCertificates() {
-			pemData = append(pemData, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
-		}
+		pemData = append(pemData, hotcert.EncodeCertificates(m.TrustCertificates()...)...)
 	}
 	m, err := hotcert.Validate(hotcert.Content{CA: hotcert.Input{Name: "old and new CA", Data: pemData}}, hotcert.WithRequireTrust())
 	if err != nil {
