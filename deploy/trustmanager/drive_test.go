@@ -340,19 +340,29 @@ func stepOf(tr *v1alpha1.TrustRotation, name string) v1alpha1.DriveStepStatus {
 
 // countDriveEvents counts the Events of reason on the TrustRotation whose
 // message contains contains.
+// countDriveEvents counts the rotation's Events of reason whose message holds
+// contains, waiting up to 10 s for the first (the recorder writes them
+// asynchronously, after the status).
 func countDriveEvents(t *testing.T, name, reason, contains string) int {
 	t.Helper()
-	list := &corev1.EventList{}
-	if err := env.Client().List(context.Background(), list, client.InNamespace(metav1.NamespaceDefault)); err != nil {
-		t.Fatal(err)
+	count := func() int {
+		list := &corev1.EventList{}
+		if err := env.Client().List(context.Background(), list, client.InNamespace(metav1.NamespaceDefault)); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range list.Items {
+			if e.InvolvedObject.Name == name && e.Reason == reason && strings.Contains(e.Message, contains) {
+				n += max(int(e.Count), 1)
+			}
+		}
+		return n
 	}
-	n := 0
-	for _, e := range list.Items {
-		if e.InvolvedObject.Name == name && e.Reason == reason && strings.Contains(e.Message, contains) {
-			n += max(int(e.Count), 1)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if n := count(); n > 0 || time.Now().After(deadline) {
+			return n
 		}
 	}
-	return n
 }
 
 // editRotation changes the rotation's spec as edit says, read afresh and

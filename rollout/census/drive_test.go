@@ -386,20 +386,34 @@ func stepOf(tr *v1alpha1.TrustRotation, name string) v1alpha1.DriveStepStatus {
 	return v1alpha1.DriveStepStatus{}
 }
 
+// countEvents counts the Events of the rotation name with reason whose
+// message holds contains. The controller's recorder writes Events after the
+// status that records what they tell, asynchronously: it waits, up to
+// eventWait, for the first one to be there (none after it counts 0).
 func countEvents(t *testing.T, name, reason, contains string) int {
 	t.Helper()
-	list := &corev1.EventList{}
-	if err := env.Client().List(testContext(t), list, client.InNamespace(metav1.NamespaceDefault)); err != nil {
-		t.Fatal(err)
+	count := func() int {
+		list := &corev1.EventList{}
+		if err := env.Client().List(testContext(t), list, client.InNamespace(metav1.NamespaceDefault)); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range list.Items {
+			if e.InvolvedObject.Name == name && e.Reason == reason && strings.Contains(e.Message, contains) {
+				n += max(int(e.Count), 1)
+			}
+		}
+		return n
 	}
-	n := 0
-	for _, e := range list.Items {
-		if e.InvolvedObject.Name == name && e.Reason == reason && strings.Contains(e.Message, contains) {
-			n += max(int(e.Count), 1)
+	for deadline := time.Now().Add(eventWait); ; time.Sleep(50 * time.Millisecond) {
+		if n := count(); n > 0 || time.Now().After(deadline) {
+			return n
 		}
 	}
-	return n
 }
+
+// eventWait bounds how long countEvents waits for a first Event.
+const eventWait = 10 * time.Second
 
 func (f *fleet) configMap() *corev1.ConfigMap {
 	cm := &corev1.ConfigMap{}
