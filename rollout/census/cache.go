@@ -1,7 +1,6 @@
 package census
 
 import (
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -12,21 +11,17 @@ import (
 )
 
 // CacheOptions returns opts with what the census needs of the manager's
-// cache: Pods and EndpointSlices, each reduced as it enters the cache to what
-// the census reads (see the package documentation), and TrustRotations.
-// Pods enter the cache as the census's own records, not as *corev1.Pod (a
-// Pod's struct alone is 1,240 bytes; a record with its share of a spec that
-// the pods of a ReplicaSet have alike, about 300): a reader of the manager's
-// cache cannot get or list Pods from it (read them with the manager's API
-// reader).
+// cache: EndpointSlices, reduced as they enter the cache to what the census
+// reads (see the package documentation), and TrustRotations. The census
+// keeps no Pods in the manager's cache: its pod feed (podfeed.go) keeps
+// records of them of its own, a fraction of a Pod's size.
 func (c *Census) CacheOptions(opts cache.Options) cache.Options {
 	by := make(map[client.Object]cache.ByObject, len(opts.ByObject)+2)
 	for k, v := range opts.ByObject {
 		by[k] = v
 	}
-	// Every pod and slice, whatever default label selector opts has (the
-	// rollout controller's workload selector is about workloads).
-	by[&corev1.Pod{}] = cache.ByObject{Transform: c.records.transform, Label: labels.Everything()}
+	// Every slice, whatever default label selector opts has (the rollout
+	// controller's workload selector is about workloads).
 	by[&discoveryv1.EndpointSlice{}] = cache.ByObject{Transform: reduceEndpointSlice, Label: labels.Everything()}
 	// The TrustRotations, whole, and their status writes' echoes.
 	by[&v1alpha1.TrustRotation{}] = cache.ByObject{Label: labels.Everything()}

@@ -6,8 +6,11 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
@@ -39,8 +42,9 @@ type Census struct {
 	events record.EventRecorder
 
 	triggers *triggers // wakes a rotation when an object it reads changes
-	records  *records  // builds the pod records (the pod informer's transform)
+	records  *records  // builds the pod records
 	pods     *podIndex // the pod records, by namespace
+	feed     *podFeed  // fills pods, and wakes the rotations when one changes
 
 	mu       sync.Mutex
 	last     map[string]time.Time               // rotation -> when its last census was taken (real time, see spacing)
@@ -77,13 +81,17 @@ func (c *Census) SetupWithManager(mgr manager.Manager) error {
 	})); err != nil {
 		return fmt.Errorf("census: %w", err)
 	}
-	// The pod informer is made now, so that it starts, and syncs, with the
-	// manager's cache.
-	pods, err := podInformer(context.Background(), mgr.GetCache())
+	// The pods are listed and watched with the protobuf encoding, as
+	// kube-controller-manager does: a list of 10,000 pods decodes in a
+	// fraction of the JSON's time and garbage.
+	pcfg := rest.CopyConfig(mgr.GetConfig())
+	pcfg.ContentType, pcfg.AcceptContentTypes = runtime.ContentTypeProtobuf, runtime.ContentTypeProtobuf+","+runtime.ContentTypeJSON
+	podsClient, err := corev1client.NewForConfigAndClient(pcfg, mgr.GetHTTPClient())
 	if err != nil {
-		return err
+		return fmt.Errorf("census: %w", err)
 	}
-	wake := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	c.feed = newPodFeed(podsClient, c.pods, c.records, c.metrics.pods.Set)
+	c.feed.wake = func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		list := &v1alpha1.TrustRotationList{}
 		if err := c.cache.List(ctx, list); err != nil {
 			return
@@ -95,7 +103,7 @@ func (c *Census) SetupWithManager(mgr manager.Manager) error {
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("hotcert-census").
 		For(&v1alpha1.TrustRotation{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WatchesRawSource(&podSource{informer: pods, index: c.pods, wake: wake}).
+		WatchesRawSource(c.feed).
 		WatchesRawSource(source.Channel(c.triggers.events, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1, SkipNameValidation: ptr.To(c.opts.SkipNameValidation)}).
 		Complete(reconcile.Func(c.reconcile))

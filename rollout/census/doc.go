@@ -14,13 +14,14 @@
 //	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Cache: c.CacheOptions(cache.Options{})})
 //	err = c.SetupWithManager(mgr)
 //
-// What it keeps in memory: of each pod, a record of what the census reads
+// What it keeps in memory: of each running pod, a record of what the census reads
 // (its name, labels, the volumes, mounts and env references that can name
 // Secrets, ConfigMaps, ClusterTrustBundles or pod certificates — never an env
 // value —, its container ports, IP and containers' start times), the spec
 // and labels shared by the pods that have them alike, as the pods of one
-// ReplicaSet do (pods.go; about 185 bytes a pod, 300 with the informer's and
-// index's entries); of each EndpointSlice, its
+// ReplicaSet do (pods.go; about 160 bytes a pod with its index entry: the
+// census lists and watches pods with reflectors of its own, podfeed.go, and
+// the manager's cache holds none); of each EndpointSlice, its
 // endpoints' addresses, readiness and target pods, and its ports; of each
 // object a rotation reads, its metadata (a name-selected watch that wakes the
 // rotation when it changes, triggers.go). Trust objects' data is read from

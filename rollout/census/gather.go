@@ -36,7 +36,7 @@ func listPods(pods *podIndex, objects []core.State, sc scope) []*podRecord {
 			continue
 		}
 		pods.each(ns, func(r *podRecord) {
-			if !r.gone && sc.contains(r.namespace) {
+			if sc.contains(r.namespace) {
 				records = append(records, r)
 			}
 		})
@@ -137,10 +137,10 @@ func (g *gatherer) reports(ctx context.Context) (map[string][]core.Report, strin
 	var mu sync.Mutex
 	g.each(func(key string, p *podRecord) {
 		container, port, ok := containerPort(p.spec, s.Port)
-		if !ok || p.ip == "" {
+		if !ok || !p.ip.IsValid() {
 			return
 		}
-		url := fmt.Sprintf("http://%s%s", net.JoinHostPort(p.ip, strconv.Itoa(int(port))), path)
+		url := fmt.Sprintf("http://%s%s", net.JoinHostPort(p.ip.String(), strconv.Itoa(int(port))), path)
 		r, ok, err := evidence.Scrape(ctx, g.c.opts.HTTPClient, url, s.MetricPrefix, container)
 		if err != nil || !ok {
 			return

@@ -13,10 +13,12 @@ import (
 //	<prefix>_census_consumers{rotation,evidence}  consumers by weakest evidence
 //	<prefix>_census_step_done{rotation,step}      1 once the step is done
 //	<prefix>_census_errors_total{rotation}        censuses that failed (API errors)
+//	<prefix>_census_pods                          pods the census keeps a record of
 type metrics struct {
 	consumers *prometheus.GaugeVec
 	done      *prometheus.GaugeVec
 	errors    *prometheus.CounterVec
+	pods      prometheus.Gauge
 
 	revocation *revocationMetrics // revocation_metrics.go
 }
@@ -35,8 +37,12 @@ func newMetrics(reg prometheus.Registerer, prefix string) (*metrics, error) {
 			Name: prefix + "_census_errors_total",
 			Help: "Censuses of a TrustRotation that failed on an API error and were retried.",
 		}, []string{"rotation"}),
+		pods: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: prefix + "_census_pods",
+			Help: "Pods the census keeps a record of: every pod of the namespaces in its scope, from the first census that needs them.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.consumers, m.done, m.errors} {
+	for _, c := range []prometheus.Collector{m.consumers, m.done, m.errors, m.pods} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {

@@ -3,6 +3,7 @@ package census
 import (
 	"hash/maphash"
 	"maps"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strconv"
@@ -14,32 +15,41 @@ import (
 	core "github.com/hotcert/hotcert/rollout/internal/census"
 )
 
-// podRecord is what the census keeps of a pod: about 300 bytes with the
-// informer's and the index's entries, where even a stripped *corev1.Pod
-// takes more than 1,240 bytes of struct alone. What every pod of a
-// ReplicaSet has alike — the reduced spec, the labels — is shared between
-// them (see interner); what is the pod's own is its name, IP, the start time
-// of each running container and whether it is going.
+// podRecord is what the census keeps of a pod: 96 bytes and its name and
+// start times (BenchmarkPodRecords), where even a stripped *corev1.Pod takes
+// more than 1,240 bytes of struct alone. What every pod of a ReplicaSet has
+// alike — its namespace, labels and reduced spec — is one shape that they
+// share (see interner); what is the pod's own is its name, UID, IP and the
+// start time of each running container. A pod that is going (deleted, or
+// its containers have all exited) has a shape of its own kind and is not
+// kept (podStore).
 //
-// A record is immutable once built: the informer's store, the census's
-// index and every census read the same one.
+// A record is immutable once built: the index and every census read the
+// same one.
 type podRecord struct {
-	namespace, name, resourceVersion string
-	uid                              podUID             // to match a pod's PodCertificateRequests
-	labels                           *map[string]string // shared; nil for none
-	spec                             *corev1.PodSpec    // shared, reduced (reducedSpec)
-	ip                               string
-	gone                             bool // being deleted, or its containers have all exited (Succeeded, Failed)
+	*podShape
+	name string
+	uid  podUID     // to match a pod's PodCertificateRequests
+	ip   netip.Addr // the zero Addr for none
 	// started are when the running containers, sidecars (init containers
 	// that keep running) included, started, as the census reads them: each
 	// census's pods share them. A container's name is the spec's string.
 	started []core.Start
 }
 
-// GetObjectMeta lets client-go's informer key, index and compare records
-// (meta.Accessor): their name, namespace and resourceVersion.
+// podShape is what the pods of a ReplicaSet have alike, interned.
+type podShape struct {
+	namespace string
+	labels    *map[string]string // shared; nil for none
+	spec      *corev1.PodSpec    // shared, reduced (reducedSpec); nil for a pod that is going
+	gone      bool               // being deleted, or its containers have all exited (Succeeded, Failed)
+}
+
+// GetObjectMeta lets client-go key records (meta.Accessor): the
+// reflector's store of a first list streamed as watch events holds them
+// (podStore).
 func (r *podRecord) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: r.namespace, Name: r.name, ResourceVersion: r.resourceVersion}
+	return &metav1.ObjectMeta{Namespace: r.namespace, Name: r.name}
 }
 
 func (r *podRecord) key() string { return r.namespace + "/" + r.name }
@@ -59,7 +69,7 @@ func (r *podRecord) labelSet() map[string]string {
 func (r *podRecord) fill(p *corev1.Pod) {
 	cs, is := p.Status.ContainerStatuses[:0], p.Status.InitContainerStatuses[:0]
 	*p = corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: r.name, UID: r.uid.UID(), Labels: r.labelSet()},
-		Spec: *r.spec, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: r.ip}}
+		Spec: *r.spec, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: r.ipString()}}
 	status := func(s core.Start) corev1.ContainerStatus {
 		return corev1.ContainerStatus{Name: s.Container, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(s.At())}}}
 	}
@@ -73,10 +83,19 @@ func (r *podRecord) fill(p *corev1.Pod) {
 	p.Status.ContainerStatuses, p.Status.InitContainerStatuses = cs, is
 }
 
+// ipString is the pod's IP as the API server wrote it ("" for none).
+func (r *podRecord) ipString() string {
+	if !r.ip.IsValid() {
+		return ""
+	}
+	return r.ip.String()
+}
+
 // records builds pod records, sharing what pods have alike.
 type records struct {
 	specs  *interner[corev1.PodSpec]
 	labels *interner[map[string]string]
+	shapes *interner[podShape] // of interned labels and specs: compared by pointer
 }
 
 func newRecords() *records {
@@ -93,11 +112,13 @@ func newRecords() *records {
 				h.WriteByte(0)
 			}
 		}, func(a, b *map[string]string) bool { return maps.Equal(*a, *b) }),
+		shapes: newInterner(func(h *maphash.Hash, s *podShape) { maphash.WriteComparable(h, *s) },
+			func(a, b *podShape) bool { return *a == *b }),
 	}
 }
 
-// transform is the pod informer's transform: it turns a Pod into its
-// record. Anything else (a tombstone, a record already) passes unchanged.
+// transform turns a Pod into its record. Anything else (a record already)
+// passes unchanged.
 func (rs *records) transform(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -107,16 +128,22 @@ func (rs *records) transform(obj any) (any, error) {
 }
 
 func (rs *records) record(p *corev1.Pod) *podRecord {
-	r := &podRecord{
-		namespace: unique.Make(p.Namespace).Value(), name: p.Name, resourceVersion: p.ResourceVersion, uid: compactUID(p.UID), ip: p.Status.PodIP,
-		gone: p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
+	r := &podRecord{name: p.Name}
+	shape := podShape{namespace: unique.Make(p.Namespace).Value(),
+		gone: p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed}
+	if shape.gone {
+		r.podShape = rs.shapes.intern(&shape)
+		return r
 	}
+	r.uid = compactUID(p.UID)
+	r.ip, _ = netip.ParseAddr(p.Status.PodIP) // the zero Addr for none (the API server validates pod IPs)
 	if len(p.Labels) > 0 {
 		l := maps.Clone(p.Labels)
-		r.labels = rs.labels.intern(&l)
+		shape.labels = rs.labels.intern(&l)
 	}
-	r.spec = rs.specs.intern(reducedSpec(&p.Spec))
-	r.started = startTimes(r.spec, p.Status)
+	shape.spec = rs.specs.intern(reducedSpec(&p.Spec))
+	r.podShape = rs.shapes.intern(&shape)
+	r.started = startTimes(shape.spec, p.Status)
 	return r
 }
 

@@ -112,6 +112,9 @@ func (c *Census) census(ctx context.Context, tr *v1alpha1.TrustRotation, oldCA, 
 	if slices.ContainsFunc(signers, func(s string) bool { return s != "" }) {
 		read = append(read, core.State{}) // pod certificates: pods of every namespace
 	}
+	if err := c.feed.follow(ctx, sc); err != nil {
+		return nil, nil, fmt.Errorf("census: %s: %w", tr.Name, err)
+	}
 	listed := listPods(c.pods, read, sc)
 	states = append(states, projectedSelections(ctx, c.api, states, listed, oldCA, newCA)...)
 	servers = append(servers, podCertificates(ctx, c.api, spec.ServerCertificates, listed, oldCA, newCA, c.pcrSeen(tr.Name), now)...)

@@ -288,7 +288,8 @@ func TestRevocationEnforcedClusterWide(t *testing.T) {
 	}
 }
 
-// gaugeValue is the value of the census's gauge name{rotation}.
+// gaugeValue is the value of the census's gauge name{rotation} (of the
+// gauge name without labels for rotation "").
 func gaugeValue(t *testing.T, reg *prometheus.Registry, name, rotation string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -297,6 +298,9 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name, rotation string) f
 	}
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
+			if mf.GetName() == name && rotation == "" && len(m.GetLabel()) == 0 {
+				return m.GetGauge().GetValue()
+			}
 			for _, l := range m.GetLabel() {
 				if mf.GetName() == name && l.GetName() == "rotation" && l.GetValue() == rotation {
 					return m.GetGauge().GetValue()

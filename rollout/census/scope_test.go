@@ -22,12 +22,13 @@ import (
 // (hotcert-controller's --namespace-selector) counts the pods of the
 // matching namespaces only, says so in the summary, refuses to judge a
 // ConfigMap named in a namespace out of scope, and counts a namespace from
-// the census after it starts matching.
+// the census after it starts matching. The census keeps records of the
+// pods in scope only, and forgets those of a namespace that stops matching.
 func TestCensusInANamespaceScope(t *testing.T) {
 	in, out := env.NewNamespace(t), env.NewNamespace(t)
 	ctx := testContext(t)
 	team := "team-" + in
-	label := func(ns string) {
+	label := func(ns, team string) {
 		t.Helper()
 		n := &corev1.Namespace{}
 		if err := env.Client().Get(ctx, client.ObjectKey{Name: ns}, n); err != nil {
@@ -38,7 +39,7 @@ func TestCensusInANamespaceScope(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	label(in)
+	label(in, team)
 	ca2025 := hotcerttest.MustNewCA(hotcerttest.WithCommonName("CA-2025"))
 	ca2026 := hotcerttest.MustNewCA(hotcerttest.WithCommonName("CA-2026"))
 	both := string(hotcerttest.BundlePEM(ca2025, ca2026))
@@ -61,7 +62,7 @@ func TestCensusInANamespaceScope(t *testing.T) {
 	t.Cleanup(func() {
 		_ = env.Client().Delete(context.Background(), &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	})
-	startCensusWith(t, census.Options{Interval: 300 * time.Millisecond, MinSpacing: 50 * time.Millisecond,
+	reg := startCensusWith(t, census.Options{Interval: 300 * time.Millisecond, MinSpacing: 50 * time.Millisecond,
 		NamespaceSelector: labels.SelectorFromSet(labels.Set{"team": team})})
 
 	tr := waitRotation(t, name, "the census of the namespace in scope", func(tr *v1alpha1.TrustRotation) bool {
@@ -77,11 +78,22 @@ func TestCensusInANamespaceScope(t *testing.T) {
 		t.Fatalf("the ConfigMap out of scope: error %q", e)
 	}
 
-	label(out)
+	label(out, team)
 	tr = waitRotation(t, name, "the namespace that started matching counted", func(tr *v1alpha1.TrustRotation) bool {
 		return tr.Status.Consumers.Total == 2 && tr.Status.Trust[1].Error == ""
 	})
 	if straggler(tr, "b") == nil {
 		t.Fatalf("stragglers %+v", tr.Status.Stragglers)
+	}
+	if n := gaugeValue(t, reg, "hotcert_census_pods", ""); n != 2 {
+		t.Fatalf("the census keeps %v pod records, want the 2 of the namespaces in scope", n)
+	}
+
+	label(in, "other")
+	tr = waitRotation(t, name, "the namespace that stopped matching dropped", func(tr *v1alpha1.TrustRotation) bool {
+		return tr.Status.Consumers.Total == 1 && straggler(tr, "a") == nil && straggler(tr, "b") != nil
+	})
+	if n := gaugeValue(t, reg, "hotcert_census_pods", ""); n != 1 {
+		t.Fatalf("the census keeps %v pod records, want the 1 of %s: those of %s are forgotten", n, out, in)
 	}
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // TestPodUIDs: a record gives back every pod's UID as the API server wrote
-// it, in 16 bytes when it is a canonical UUID.
+// it, in 16 bytes and a nil pointer when it is a canonical UUID.
 func TestPodUIDs(t *testing.T) {
 	for _, tc := range []struct {
 		uid     types.UID
@@ -27,7 +27,7 @@ func TestPodUIDs(t *testing.T) {
 		if got := p.UID(); got != tc.uid {
 			t.Errorf("%q came back as %q", tc.uid, got)
 		}
-		if compact := p.other == "" && tc.uid != ""; compact != tc.compact {
+		if compact := p.other == nil && tc.uid != ""; compact != tc.compact {
 			t.Errorf("%q: kept in 16 bytes %v, want %v", tc.uid, compact, tc.compact)
 		}
 	}
