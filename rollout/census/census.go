@@ -90,8 +90,7 @@ func (c *Census) SetupWithManager(mgr manager.Manager) error {
 	if err != nil {
 		return fmt.Errorf("census: %w", err)
 	}
-	c.feed = newPodFeed(podsClient, c.pods, c.records, c.metrics.pods.Set)
-	c.feed.wake = func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	wake := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		list := &v1alpha1.TrustRotationList{}
 		if err := c.cache.List(ctx, list); err != nil {
 			return
@@ -100,6 +99,7 @@ func (c *Census) SetupWithManager(mgr manager.Manager) error {
 			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&r)})
 		}
 	}
+	c.feed = newPodFeed(podsClient, c.pods, c.records, c.metrics.pods.Set, wake)
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("hotcert-census").
 		For(&v1alpha1.TrustRotation{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).

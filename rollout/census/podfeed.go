@@ -62,8 +62,9 @@ type reflector struct {
 	listErr error // how the last attempt to list or watch failed (nil: it did not)
 }
 
-func newPodFeed(pods corev1client.PodsGetter, index *podIndex, rs *records, gauge func(float64)) *podFeed {
-	return &podFeed{pods: pods, index: index, records: rs, gauge: gauge,
+func newPodFeed(pods corev1client.PodsGetter, index *podIndex, rs *records, gauge func(float64),
+	wake func(context.Context, workqueue.TypedRateLimitingInterface[reconcile.Request])) *podFeed {
+	return &podFeed{pods: pods, index: index, records: rs, gauge: gauge, wake: wake,
 		poke: make(chan struct{}, 1), started: make(chan struct{}), running: map[string]*reflector{}}
 }
 
@@ -285,9 +286,6 @@ func (s *podStore) Update(obj any) error {
 }
 
 func (s *podStore) Delete(obj any) error {
-	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
 	var ns, name string
 	if r, ok := obj.(*podRecord); ok {
 		ns, name = r.namespace, r.name
