@@ -151,8 +151,13 @@ func TestProxyServerRotatesForProgramsThatCannotReload(t *testing.T) {
 	writeServer := func(l *hotcerttest.Leaf) {
 		f.server.MustWrite(map[string][]byte{"tls.crt": l.ChainPEM, "tls.key": l.KeyPEM})
 	}
+	// The clients read their key pair from one file, tls.pem: a client that
+	// reads tls.crt and tls.key one after the other can see a pair from two
+	// different writes (the swap of ..data falls between the two reads), a
+	// race of the client with its own volume, not the proxy's.
 	writeClient := func(l *hotcerttest.Leaf) {
-		f.client.MustWrite(map[string][]byte{"tls.crt": l.ChainPEM, "tls.key": l.KeyPEM})
+		f.client.MustWrite(map[string][]byte{"tls.crt": l.ChainPEM, "tls.key": l.KeyPEM,
+			"tls.pem": append(append([]byte{}, l.ChainPEM...), l.KeyPEM...)})
 	}
 	writeBundles := func(cas ...*hotcerttest.CA) {
 		f.clientCA.MustWrite(map[string][]byte{"ca.crt": hotcerttest.BundlePEM(cas...)})
@@ -192,7 +197,11 @@ func TestProxyServerRotatesForProgramsThatCannotReload(t *testing.T) {
 		return &tls.Config{
 			InsecureSkipVerify: true, // verified below against the current trust file, by name
 			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-				c, err := tls.LoadX509KeyPair(f.path(f.client, "tls.crt"), f.path(f.client, "tls.key"))
+				pair, err := os.ReadFile(f.path(f.client, "tls.pem"))
+				if err != nil {
+					return nil, err
+				}
+				c, err := tls.X509KeyPair(pair, pair)
 				return &c, err
 			},
 			VerifyConnection: func(cs tls.ConnectionState) error {
@@ -233,7 +242,7 @@ func TestProxyServerRotatesForProgramsThatCannotReload(t *testing.T) {
 	curl := func(proto string) func() error {
 		return func() error {
 			out, err := exec.Command("curl", "-sS", "--fail", proto, "--cacert", f.path(f.trust, "ca.crt"),
-				"--cert", f.path(f.client, "tls.crt"), "--key", f.path(f.client, "tls.key"),
+				"--cert", f.path(f.client, "tls.pem"),
 				"-w", "\n%{http_version}", "https://"+httpAddr+"/hello.txt").CombinedOutput()
 			if err != nil || !strings.HasPrefix(string(out), "hello from python\n") {
 				return fmt.Errorf("curl %s: %v: %s", proto, err, out)
