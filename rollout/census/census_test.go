@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -71,13 +72,21 @@ func startCensus(t *testing.T) *prometheus.Registry {
 
 func startCensusWith(t *testing.T, o census.Options) *prometheus.Registry {
 	t.Helper()
+	return startCensusAs(t, env.Config(), logr.Discard(), o)
+}
+
+// startCensusAs runs a census controller acting with cfg, logging to log,
+// until the test ends.
+func startCensusAs(t *testing.T, cfg *rest.Config, log logr.Logger, o census.Options) *prometheus.Registry {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	o.Registerer, o.SkipNameValidation = reg, true
 	c, err := census.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(env.Config(), ctrl.Options{
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Logger:                 log,
 		Scheme:                 env.Scheme(),
 		Cache:                  c.CacheOptions(cache.Options{}),
 		Metrics:                metricsserver.Options{BindAddress: "0"},

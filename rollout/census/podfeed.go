@@ -58,6 +58,8 @@ type reflector struct {
 	done   chan struct{}
 	synced chan struct{} // closed at its first list's end
 
+	failed chan struct{} // signalled (capacity 1) by an attempt that failed
+
 	mu      sync.Mutex
 	listErr error // how the last attempt to list or watch failed (nil: it did not)
 }
@@ -118,7 +120,8 @@ func (f *podFeed) follow(ctx context.Context, sc scope) error {
 	}
 	f.mu.Lock()
 	for ns, r := range f.running {
-		if !slices.Contains(want, ns) {
+		_, in := sc.in[ns]
+		if wanted := sc.in == nil && ns == metav1.NamespaceAll || sc.in != nil && in; !wanted {
 			r.cancel()
 			<-r.done
 			delete(f.running, ns)
@@ -166,8 +169,6 @@ func (f *podFeed) follow(ctx context.Context, sc scope) error {
 // wait returns once r has listed its pods; else the list's error as soon
 // as there is one, or when timeout fires, or ctx's.
 func (r *reflector) wait(ctx context.Context, timeout <-chan time.Time) error {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
 	for {
 		select {
 		case <-r.synced:
@@ -176,7 +177,7 @@ func (r *reflector) wait(ctx context.Context, timeout <-chan time.Time) error {
 			return ctx.Err()
 		case <-timeout:
 			return r.failure(fmt.Errorf("not listed after %s", podListWait))
-		case <-tick.C:
+		case <-r.failed:
 			if err := r.failure(nil); err != nil {
 				return err
 			}
@@ -207,13 +208,19 @@ func (r *reflector) attempt(err error) {
 	r.mu.Lock()
 	r.listErr = err
 	r.mu.Unlock()
+	if err != nil {
+		select {
+		case r.failed <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // run starts the reflector of namespace ns ("": every namespace). f.mu is
 // held.
 func (f *podFeed) run(ns string) *reflector {
 	ctx, cancel := context.WithCancel(f.ctx)
-	r := &reflector{cancel: cancel, done: make(chan struct{}), synced: make(chan struct{})}
+	r := &reflector{cancel: cancel, done: make(chan struct{}), synced: make(chan struct{}), failed: make(chan struct{}, 1)}
 	pods := f.pods.Pods(ns)
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
