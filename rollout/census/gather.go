@@ -30,7 +30,7 @@ func listPods(pods *podIndex, objects []core.State, sc scope) []*podRecord {
 		}
 		namespaces[o.Namespace] = true
 	}
-	var records []*podRecord
+	records := make([]*podRecord, 0, pods.len()) // at most every record: one allocation, not a growing slice's
 	for ns := range namespaces {
 		if ns != "" && !sc.contains(ns) {
 			continue
@@ -52,9 +52,12 @@ func listPods(pods *podIndex, objects []core.State, sc scope) []*podRecord {
 // ReplicaSet share one reduced spec: their uses are found once and shared
 // (read-only), so that a census of 10,000 such pods does not work them out
 // 10,000 times.
-func consumers(records []*podRecord, objects []core.Object) ([]core.Pod, []*podRecord) {
-	out := make([]core.Pod, 0, len(records))
-	of := make([]*podRecord, 0, len(records))
+//
+// They are appended to out[:0] and of[:0]: a census passes the slices of
+// its last batch, so that it allocates them once, not once a batch (they
+// were 0.96 MB of the 1.2 MB a census of 10,000 pods allocated).
+func consumers(records []*podRecord, objects []core.Object, out []core.Pod, of []*podRecord) ([]core.Pod, []*podRecord) {
+	out, of = slices.Grow(out[:0], len(records)), slices.Grow(of[:0], len(records))
 	type shape struct {
 		spec      *corev1.PodSpec
 		namespace string
@@ -162,6 +165,7 @@ func (g *gatherer) served(ctx context.Context) map[string][]core.Served {
 	}
 	var targets []target
 	servers := map[string][]v1alpha1.ServerCertificate{} // pod key -> the certificates it serves
+	namespaces := map[string]bool{}                      // of the pods that serve one
 	for _, p := range g.pods {
 		for _, u := range p.Uses {
 			if o := g.states[u.Object]; o.Role == core.RoleServer {
@@ -169,13 +173,8 @@ func (g *gatherer) served(ctx context.Context) map[string][]core.Served {
 				if !slices.Contains(servers[p.Key()], sc) {
 					servers[p.Key()] = append(servers[p.Key()], sc)
 				}
+				namespaces[p.Namespace] = true
 			}
-		}
-	}
-	namespaces := map[string]bool{}
-	for _, p := range g.pods {
-		if len(servers[p.Key()]) > 0 {
-			namespaces[p.Namespace] = true
 		}
 	}
 	for ns := range namespaces {

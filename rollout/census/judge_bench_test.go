@@ -2,6 +2,7 @@ package census
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,8 +13,9 @@ import (
 
 // BenchmarkJudge10kPods reports what judging 10,000 consumers of one
 // ConfigMap allocates (the pod records built beforehand): consumers() and
-// core.Take, the census's pure part, at the start of a rotation when every
-// consumer is a straggler.
+// core's tally, the census's pure part, judgeBatch pods at a time as a
+// census judges them, at the start of a rotation when every consumer is a
+// straggler.
 func BenchmarkJudge10kPods(b *testing.B) { benchmarkJudge(b, false) }
 
 // BenchmarkJudge10kPodsKept is BenchmarkJudge10kPods as a driven rotation
@@ -33,11 +35,16 @@ func benchmarkJudge(b *testing.B, keep bool) {
 	objects := []core.Object{states[0].Object}
 	b.ReportAllocs()
 	for b.Loop() {
-		pods, _ := consumers(records, objects)
-		r := core.Take(core.Input{OldCA: core.CA{Name: "old"}, NewCA: core.CA{Name: "new"}, Objects: states, Pods: pods, VolumeDelay: time.Minute, CTBDelay: time.Minute,
+		t := core.Begin(core.Input{OldCA: core.CA{Name: "old"}, NewCA: core.CA{Name: "new"}, Objects: states, VolumeDelay: time.Minute, CTBDelay: time.Minute,
 			KeepConsumers: keep})
-		if r.Counts.Total == 0 {
-			b.Fatal("no consumers")
+		var pods []core.Pod
+		var of []*podRecord
+		for batch := range slices.Chunk(records, judgeBatch) {
+			pods, of = consumers(batch, objects, pods, of)
+			t.Add(pods, nil, nil)
+		}
+		if r := t.Result(); r.Counts.Total != n {
+			b.Fatalf("%d consumers, want %d", r.Counts.Total, n)
 		}
 	}
 }
@@ -61,7 +68,7 @@ func TestConsumersShareTheUsesOfAReplicaSet(t *testing.T) {
 	cm := core.Object{Kind: core.KindConfigMap, Namespace: "team-a", Name: "ca", Key: "ca.crt"}
 	pc := core.Object{Kind: core.KindPodCertificate, Namespace: "team-a", Name: records[2].name, SignerName: "example.com/agents"}
 	for _, objects := range [][]core.Object{{cm}, {cm, pc}} {
-		got, of := consumers(records, objects)
+		got, of := consumers(records, objects, nil, nil)
 		var want []core.Pod
 		var p corev1.Pod
 		for _, r := range records {
@@ -85,7 +92,7 @@ func TestConsumersShareTheUsesOfAReplicaSet(t *testing.T) {
 	// What is allocated is the two slices and, per spec and namespace, its
 	// uses (two shapes here: about 45 allocations, a few more with -race): a
 	// single allocation per pod would make it more than n.
-	if allocs := testing.AllocsPerRun(3, func() { consumers(records, []core.Object{cm}) }); allocs > n/2 {
+	if allocs := testing.AllocsPerRun(3, func() { consumers(records, []core.Object{cm}, nil, nil) }); allocs > n/2 {
 		t.Errorf("consumers of %d pods of one ReplicaSet allocates %.0f times, want none per pod (the pods share their records' start times)", n, allocs)
 	}
 }

@@ -145,7 +145,7 @@ func (c *Census) census(ctx context.Context, tr *v1alpha1.TrustRotation, oldCA, 
 	reportErr := ""
 	var revoking []core.Pod // every batch's pods, for spec.revocation only
 	for batch := range slices.Chunk(listed, judgeBatch) {
-		g.pods, g.records = consumers(batch, objects)
+		g.pods, g.records = consumers(batch, objects, g.pods, g.records)
 		reports, err := g.reports(ctx)
 		if err != "" {
 			reportErr = err
@@ -172,7 +172,7 @@ func (c *Census) census(ctx context.Context, tr *v1alpha1.TrustRotation, oldCA, 
 }
 
 // judgeBatch is how many pods a census judges at a time.
-const judgeBatch = 1000
+const judgeBatch = 250
 
 // acknowledged turns spec.acknowledged into the census's question.
 func acknowledged(acks []v1alpha1.Acknowledgement) func(core.Pod) string {
