@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,7 +74,7 @@ func TestCensusThatCannotListPodsSaysWhy(t *testing.T) {
 			}
 		}
 	}
-	if n := counterValue(t, reg, "hotcert_census_errors_total", name); n < 1 {
+	if n, _ := metricValue(t, reg, "hotcert_census_errors_total", name); n < 1 {
 		t.Fatalf("hotcert_census_errors_total{rotation=%q} %v, want the failed censuses counted", name, n)
 	}
 	tr := &v1alpha1.TrustRotation{}
@@ -85,23 +84,4 @@ func TestCensusThatCannotListPodsSaysWhy(t *testing.T) {
 	if tr.Status.ObservedGeneration != 0 || tr.Status.Consumers.Total != 0 {
 		t.Fatalf("status %+v written by a census that could not list the pods", tr.Status)
 	}
-}
-
-// counterValue is the value of counter name{rotation}, 0 when there is none.
-func counterValue(t *testing.T, reg *prometheus.Registry, name, rotation string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if mf.GetName() == name && l.GetName() == "rotation" && l.GetValue() == rotation {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }

@@ -292,22 +292,37 @@ func TestRevocationEnforcedClusterWide(t *testing.T) {
 // gauge name without labels for rotation "").
 func gaugeValue(t *testing.T, reg *prometheus.Registry, name, rotation string) float64 {
 	t.Helper()
+	v, ok := metricValue(t, reg, name, rotation)
+	if !ok {
+		t.Fatalf("no %s{rotation=%q}", name, rotation)
+	}
+	return v
+}
+
+// metricValue is the value of the gauge or counter name{rotation} (of the
+// series without labels for rotation ""), and whether there is one.
+func metricValue(t *testing.T, reg *prometheus.Registry, name, rotation string) (float64, bool) {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
 		for _, m := range mf.GetMetric() {
-			if mf.GetName() == name && rotation == "" && len(m.GetLabel()) == 0 {
-				return m.GetGauge().GetValue()
+			// One of the two is nil, and its value 0.
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			if rotation == "" && len(m.GetLabel()) == 0 {
+				return v, true
 			}
 			for _, l := range m.GetLabel() {
-				if mf.GetName() == name && l.GetName() == "rotation" && l.GetValue() == rotation {
-					return m.GetGauge().GetValue()
+				if l.GetName() == "rotation" && l.GetValue() == rotation {
+					return v, true
 				}
 			}
 		}
 	}
-	t.Fatalf("no %s{rotation=%q}", name, rotation)
-	return 0
+	return 0, false
 }
