@@ -111,6 +111,16 @@ func startCensusAs(t *testing.T, cfg *rest.Config, log logr.Logger, o census.Opt
 	return reg
 }
 
+// createRotation creates TrustRotation name with spec, deleted when the
+// test ends.
+func createRotation(t *testing.T, name string, spec v1alpha1.TrustRotationSpec) {
+	t.Helper()
+	create(t, &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec})
+	t.Cleanup(func() {
+		_ = env.Client().Delete(context.Background(), &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	})
+}
+
 func create(t *testing.T, obj client.Object) {
 	t.Helper()
 	if err := env.Client().Create(testContext(t), obj); err != nil {
@@ -310,15 +320,12 @@ func TestCensusOfARotation(t *testing.T) {
 	})
 
 	name := "rot-" + ns
-	create(t, &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TrustRotationSpec{
+	createRotation(t, name, v1alpha1.TrustRotationSpec{
 		OldCA:              v1alpha1.CA{PEM: string(ca2025.CertPEM)},
 		NewCA:              v1alpha1.CA{From: &v1alpha1.KeyRef{Kind: "ConfigMap", Namespace: ns, Name: "ca-2026", Key: "ca.crt"}},
 		Trust:              []v1alpha1.TrustObject{{ConfigMap: &v1alpha1.ObjectKey{Namespace: ns, Name: "ca", Key: "ca.crt"}}},
 		ServerCertificates: []v1alpha1.ServerCertificate{{Namespace: ns, Name: "cp-tls", Port: "https", ServerName: "cp.example"}},
 		Evidence:           v1alpha1.Evidence{Scrape: &v1alpha1.ScrapeSource{Port: "metrics"}},
-	}})
-	t.Cleanup(func() {
-		_ = env.Client().Delete(context.Background(), &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	})
 	// The census judges by a clock the test moves past the kubelet's delay
 	// (the default, 2m) instead of waiting for it.

@@ -33,14 +33,11 @@ func TestCensusOfAClusterTrustBundleProjection(t *testing.T) {
 	createPod(t, ns, consumerPod{name: "projected", started: time.Now().Add(-time.Hour), vol: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 		Sources: []corev1.VolumeProjection{{ClusterTrustBundle: &corev1.ClusterTrustBundleProjection{Name: ptr.To(ctbName), Path: "ca.crt"}}}}}})
 	name := "rot-" + ns
-	create(t, &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TrustRotationSpec{
+	createRotation(t, name, v1alpha1.TrustRotationSpec{
 		OldCA:       v1alpha1.CA{PEM: string(ca2025.CertPEM)},
 		NewCA:       v1alpha1.CA{PEM: string(ca2026.CertPEM)},
 		Trust:       []v1alpha1.TrustObject{{ClusterTrustBundle: &v1alpha1.ClusterTrustBundleRef{Name: ctbName}}},
 		Propagation: v1alpha1.Propagation{Volume: &metav1.Duration{Duration: time.Second}, ClusterTrustBundle: &metav1.Duration{Duration: 3 * time.Second}},
-	}})
-	t.Cleanup(func() {
-		_ = env.Client().Delete(context.Background(), &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	})
 	startCensus(t)
 
@@ -97,15 +94,12 @@ func TestCensusOfClusterTrustBundleSelectors(t *testing.T) {
 	createPod(t, ns, consumerPod{name: "ring-2", started: longAgo, vol: project(&metav1.LabelSelector{MatchLabels: map[string]string{"ring": "2"}})})
 	createPod(t, ns, consumerPod{name: "no-selector", started: longAgo, vol: project(nil)})
 	name := "rot-" + ns
-	create(t, &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TrustRotationSpec{
+	createRotation(t, name, v1alpha1.TrustRotationSpec{
 		OldCA: v1alpha1.CA{PEM: string(ca2025.CertPEM)},
 		NewCA: v1alpha1.CA{PEM: string(ca2026.CertPEM)},
 		Trust: []v1alpha1.TrustObject{{ClusterTrustBundle: &v1alpha1.ClusterTrustBundleRef{SignerName: signer,
 			LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "ring", Operator: metav1.LabelSelectorOpExists}}}}}},
 		Propagation: v1alpha1.Propagation{ClusterTrustBundle: &metav1.Duration{Duration: time.Second}},
-	}})
-	t.Cleanup(func() {
-		_ = env.Client().Delete(context.Background(), &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	})
 	clk := clocktesting.NewFakePassiveClock(time.Now().Truncate(time.Second))
 	startCensusWith(t, census.Options{Interval: 300 * time.Millisecond, MinSpacing: 50 * time.Millisecond, Clock: clk})

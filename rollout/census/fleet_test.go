@@ -136,7 +136,7 @@ func TestCensusOfAMixedFleet(t *testing.T) {
 	create(t, endpointSlice(ns, "cp", ip, cpPort))
 
 	name := "rot-" + ns
-	create(t, &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TrustRotationSpec{
+	createRotation(t, name, v1alpha1.TrustRotationSpec{
 		OldCA: v1alpha1.CA{Name: "CA-2025", PEM: string(ca2025.CertPEM)},
 		NewCA: v1alpha1.CA{Name: "CA-2026", PEM: string(ca2026.CertPEM)},
 		Trust: []v1alpha1.TrustObject{{ConfigMap: &v1alpha1.ObjectKey{Namespace: ns, Name: "ca", Key: "ca.crt"}},
@@ -145,9 +145,6 @@ func TestCensusOfAMixedFleet(t *testing.T) {
 		Evidence:           v1alpha1.Evidence{Prometheus: &v1alpha1.PrometheusSource{URL: prom}},
 		Propagation: v1alpha1.Propagation{Volume: &metav1.Duration{Duration: fleetVolumeDelay},
 			ClusterTrustBundle: &metav1.Duration{Duration: fleetCTBDelay}},
-	}})
-	t.Cleanup(func() {
-		_ = env.Client().Delete(context.Background(), &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	})
 	clk := clocktesting.NewFakePassiveClock(time.Now().Truncate(time.Second))
 	startCensusWith(t, census.Options{Interval: fleetCensus, MinSpacing: 50 * time.Millisecond, Clock: clk})

@@ -1,7 +1,6 @@
 package census_test
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/x509"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -50,15 +49,12 @@ func TestCensusOfPodCertificates(t *testing.T) {
 	create(t, slice)
 
 	name := "rot-" + ns
-	create(t, &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TrustRotationSpec{
+	createRotation(t, name, v1alpha1.TrustRotationSpec{
 		OldCA:              v1alpha1.CA{PEM: string(ca2025.CertPEM)},
 		NewCA:              v1alpha1.CA{PEM: string(ca2026.CertPEM)},
 		Trust:              []v1alpha1.TrustObject{{ConfigMap: &v1alpha1.ObjectKey{Namespace: ns, Name: "ca", Key: "ca.crt"}}},
 		ServerCertificates: []v1alpha1.ServerCertificate{{SignerName: signer, ServerName: "cp.example"}},
 		Propagation:        v1alpha1.Propagation{Volume: &metav1.Duration{Duration: time.Second}},
-	}})
-	t.Cleanup(func() {
-		_ = env.Client().Delete(context.Background(), &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	})
 	clk := clocktesting.NewFakePassiveClock(time.Now().Truncate(time.Second))
 	startCensusWith(t, census.Options{Interval: 300 * time.Millisecond, MinSpacing: 50 * time.Millisecond, Clock: clk})

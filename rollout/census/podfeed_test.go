@@ -1,7 +1,6 @@
 package census_test
 
 import (
-	"context"
 	"strings"
 	"sync"
 	"testing"
@@ -32,13 +31,10 @@ func TestCensusThatCannotListPodsSaysWhy(t *testing.T) {
 	ca2026 := hotcerttest.MustNewCA(hotcerttest.WithCommonName("CA-2026"))
 	create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ca"}, Data: map[string]string{"ca.crt": string(ca2025.CertPEM)}})
 	name := "rot-" + ns
-	create(t, &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TrustRotationSpec{
+	createRotation(t, name, v1alpha1.TrustRotationSpec{
 		OldCA: v1alpha1.CA{PEM: string(ca2025.CertPEM)},
 		NewCA: v1alpha1.CA{PEM: string(ca2026.CertPEM)},
 		Trust: []v1alpha1.TrustObject{{ConfigMap: &v1alpha1.ObjectKey{Namespace: ns, Name: "ca", Key: "ca.crt"}}},
-	}})
-	t.Cleanup(func() {
-		_ = env.Client().Delete(context.Background(), &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	})
 	all := []string{"*"}
 	cfg := env.NewRestrictedConfig(t, "census-without-pods-"+ns, []rbacv1.PolicyRule{

@@ -2,7 +2,6 @@ package census_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -170,16 +169,13 @@ func TestCensusWithPrometheusAndOpenSSL(t *testing.T) {
 	create(t, slice)
 
 	name := "rot-" + ns
-	create(t, &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TrustRotationSpec{
+	createRotation(t, name, v1alpha1.TrustRotationSpec{
 		OldCA:              v1alpha1.CA{Name: "CA-2025", PEM: string(ca2025.CertPEM)},
 		NewCA:              v1alpha1.CA{Name: "CA-2026", PEM: string(ca2026.CertPEM)},
 		Trust:              []v1alpha1.TrustObject{{ConfigMap: &v1alpha1.ObjectKey{Namespace: ns, Name: "ca", Key: "ca.crt"}}},
 		ServerCertificates: []v1alpha1.ServerCertificate{{Namespace: ns, Name: "cp-tls", Port: "https", ServerName: "cp.example"}},
 		Evidence:           v1alpha1.Evidence{Prometheus: &v1alpha1.PrometheusSource{URL: prom}},
 		Propagation:        v1alpha1.Propagation{Volume: &metav1.Duration{Duration: time.Second}},
-	}})
-	t.Cleanup(func() {
-		_ = env.Client().Delete(context.Background(), &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	})
 	startCensus(t)
 

@@ -188,7 +188,7 @@ func TestRevocationEnforcedClusterWide(t *testing.T) {
 
 	name := "rev-" + ns
 	agents := v1alpha1.CA{Name: "agents CA", PEM: string(agentCA.CertPEM)}
-	create(t, &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TrustRotationSpec{
+	createRotation(t, name, v1alpha1.TrustRotationSpec{
 		// A standing census of the agents CA's consumers: no rotation under way.
 		OldCA: agents, NewCA: agents,
 		Trust:    []v1alpha1.TrustObject{{ConfigMap: &v1alpha1.ObjectKey{Namespace: ns, Name: "ca", Key: "ca.crt"}}},
@@ -197,9 +197,6 @@ func TestRevocationEnforcedClusterWide(t *testing.T) {
 			Serials:   []v1alpha1.RevokedSerial{{Serial: strings.ToLower(serial), Issuer: hotcert.FingerprintOf(agentCA.Cert).Colon()}},
 			DenyLists: []v1alpha1.DenyListObject{{ConfigMap: &v1alpha1.DenyListKeys{Namespace: ns, Name: "revoked"}}},
 		},
-	}})
-	t.Cleanup(func() {
-		_ = env.Client().Delete(context.Background(), &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	})
 	reg := startCensus(t)
 

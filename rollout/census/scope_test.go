@@ -53,14 +53,11 @@ func TestCensusInANamespaceScope(t *testing.T) {
 	createPod(t, in, consumerPod{name: "a", vol: vol, started: longAgo})
 	createPod(t, out, consumerPod{name: "b", vol: vol, started: longAgo})
 	name := "rot-" + in
-	create(t, &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TrustRotationSpec{
+	createRotation(t, name, v1alpha1.TrustRotationSpec{
 		OldCA: v1alpha1.CA{PEM: string(ca2025.CertPEM)},
 		NewCA: v1alpha1.CA{PEM: string(ca2026.CertPEM)},
 		Trust: []v1alpha1.TrustObject{{ClusterTrustBundle: &v1alpha1.ClusterTrustBundleRef{Name: ctb.Name}},
 			{ConfigMap: &v1alpha1.ObjectKey{Namespace: out, Name: "ca", Key: "ca.crt"}}},
-	}})
-	t.Cleanup(func() {
-		_ = env.Client().Delete(context.Background(), &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	})
 	reg := startCensusWith(t, census.Options{Interval: 300 * time.Millisecond, MinSpacing: 50 * time.Millisecond,
 		NamespaceSelector: labels.SelectorFromSet(labels.Set{"team": team})})

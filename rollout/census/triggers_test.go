@@ -1,7 +1,6 @@
 package census_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -24,13 +23,10 @@ func TestAChangeTriggersACensus(t *testing.T) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ca"}, Data: map[string]string{"ca.crt": string(ca2025.CertPEM)}}
 	create(t, cm)
 	name := "rot-" + ns
-	create(t, &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TrustRotationSpec{
+	createRotation(t, name, v1alpha1.TrustRotationSpec{
 		OldCA: v1alpha1.CA{PEM: string(ca2025.CertPEM)},
 		NewCA: v1alpha1.CA{PEM: string(ca2026.CertPEM)},
 		Trust: []v1alpha1.TrustObject{{ConfigMap: &v1alpha1.ObjectKey{Namespace: ns, Name: "ca", Key: "ca.crt"}}},
-	}})
-	t.Cleanup(func() {
-		_ = env.Client().Delete(context.Background(), &v1alpha1.TrustRotation{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	})
 	startCensusWith(t, census.Options{Interval: time.Hour, MinSpacing: 50 * time.Millisecond})
 	waitRotation(t, name, "the first census", func(tr *v1alpha1.TrustRotation) bool {
