@@ -30,7 +30,13 @@ func listPods(pods *podIndex, objects []core.State, sc scope) []*podRecord {
 		}
 		namespaces[o.Namespace] = true
 	}
-	records := make([]*podRecord, 0, pods.len()) // at most every record: one allocation, not a growing slice's
+	n := 0 // at most the records of those namespaces: one allocation, not a growing slice's
+	for ns := range namespaces {
+		if ns == "" || sc.contains(ns) {
+			n += pods.lenOf(ns)
+		}
+	}
+	records := make([]*podRecord, 0, n)
 	for ns := range namespaces {
 		if ns != "" && !sc.contains(ns) {
 			continue

@@ -110,6 +110,16 @@ func (ix *podIndex) each(ns string, f func(*podRecord)) {
 	}
 }
 
+// lenOf is how many records namespace ns has (every namespace: "").
+func (ix *podIndex) lenOf(ns string) int {
+	if ns == "" {
+		return ix.len()
+	}
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return len(ix.byNS[ns])
+}
+
 func (ix *podIndex) len() int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()

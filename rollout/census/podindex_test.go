@@ -23,8 +23,8 @@ func TestPodIndex(t *testing.T) {
 		ix.put(rec("x", n))
 	}
 	ix.put(rec("y", "a"))
-	if got, want := names(ix, "x"), []string{"x/a", "x/b", "x/c"}; !slices.Equal(got, want) || ix.len() != 4 {
-		t.Fatalf("namespace x: %v (%d in all), want %v (4 in all)", got, ix.len(), want)
+	if got, want := names(ix, "x"), []string{"x/a", "x/b", "x/c"}; !slices.Equal(got, want) || ix.len() != 4 || ix.lenOf("x") != 3 || ix.lenOf("") != 4 || ix.lenOf("z") != 0 {
+		t.Fatalf("namespace x: %v (%d of x, %d in all), want %v (3 of x, 4 in all)", got, ix.lenOf("x"), ix.len(), want)
 	}
 	newer := rec("x", "b")
 	ix.put(newer)
