@@ -7,9 +7,11 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,6 +19,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -222,9 +225,10 @@ func (f *podFeed) run(ns string) *reflector {
 	ctx, cancel := context.WithCancel(f.ctx)
 	r := &reflector{cancel: cancel, done: make(chan struct{}), synced: make(chan struct{}), failed: make(chan struct{}, 1)}
 	pods := f.pods.Pods(ns)
-	lw := &toolscache.ListWatch{
+	st := &podStore{feed: f, ns: ns, synced: r.synced}
+	lw := listsStreamed{&toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			l, err := pods.List(ctx, o)
+			l, err := st.list(ctx, pods, o)
 			r.attempt(err)
 			return l, err
 		},
@@ -233,12 +237,11 @@ func (f *podFeed) run(ns string) *reflector {
 			r.attempt(err)
 			return w, err
 		},
-	}
+	}}
 	name := "census pods"
 	if ns != "" {
 		name += " of " + ns
 	}
-	st := &podStore{feed: f, ns: ns, synced: r.synced}
 	rf := toolscache.NewReflectorWithOptions(lw, &corev1.Pod{}, st, toolscache.ReflectorOptions{Name: name})
 	go func() {
 		defer close(r.done)
@@ -247,42 +250,114 @@ func (f *podFeed) run(ns string) *reflector {
 	return r
 }
 
+// listsStreamed is the pod feed's ListWatch, with the reflector's own
+// streamed first list (client-go's watch-list) turned off: its List streams
+// already (podStore.list).
+type listsStreamed struct{ *toolscache.ListWatch }
+
+// IsWatchListSemanticsUnSupported tells the reflector to call List, not
+// to stream a list itself.
+func (listsStreamed) IsWatchListSemanticsUnSupported() bool { return true }
+
 // podStore is the store of one reflector: it turns each Pod into its record
 // (records.record) as it arrives and writes it into the index, so that a
 // Pod lives no longer than its decoding; a pod that is going leaves the
-// index (a census counts running pods only). With client-go's watch-list (a
-// first list streamed as watch events), the reflector's temporary store of
-// the first list holds records too (TransformingStore).
+// index (a census counts running pods only).
 type podStore struct {
 	feed   *podFeed
 	ns     string
 	synced chan struct{}
 	once   sync.Once
+
+	mu       sync.Mutex
+	staged   []*podRecord // the records of the list the reflector replaces the store with next
+	unstream atomic.Bool  // the API server refused a streamed list: list them as an informer does
 }
 
-var _ toolscache.TransformingStore = (*podStore)(nil)
+// streamTimeout bounds a streamed list, as client-go's reflector bounds its
+// own: a stream that has not ended by then is retried.
+const streamTimeout = 5 * time.Minute
 
-func (s *podStore) Transformer() toolscache.TransformFunc { return s.feed.records.transform }
-
-func (s *podStore) record(obj any) (*podRecord, error) {
-	o, err := s.feed.records.transform(obj)
+// list lists the pods for the reflector as a streamed list (the API
+// server's initial events, then its initial-events-end bookmark), each Pod
+// turned into its record as it arrives and staged for the Replace that
+// follows; it returns an empty PodList at the stream's resource version,
+// from which the reflector watches. This is client-go's watch-list
+// (https://kubernetes.io/docs/reference/using-api/api-concepts/#streaming-lists)
+// done here rather than by the reflector, because the reflector keeps the
+// stream in a temporary Store (a map of every pod by "namespace/name") and
+// lists it twice before it replaces its store: a second index of every
+// pod, live when the heap's goal for the minutes after is set, which made
+// the census's peak memory pass its aim (docs/census.md, At scale). An API
+// server that refuses a streamed list (before Kubernetes 1.27, or with its
+// WatchList feature off) gets an ordinary list, as the reflector makes it
+// (paged or not), from then on.
+func (s *podStore) list(ctx context.Context, pods corev1client.PodInterface, o metav1.ListOptions) (runtime.Object, error) {
+	if s.unstream.Load() || o.Continue != "" {
+		return pods.List(ctx, o)
+	}
+	w, err := pods.Watch(ctx, metav1.ListOptions{
+		LabelSelector: o.LabelSelector, FieldSelector: o.FieldSelector,
+		ResourceVersion: o.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+		SendInitialEvents: ptr.To(true), AllowWatchBookmarks: true,
+		TimeoutSeconds: ptr.To(int64(streamTimeout.Seconds())),
+	})
+	if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+		s.unstream.Store(true)
+		return pods.List(ctx, o)
+	}
 	if err != nil {
 		return nil, err
 	}
-	r, ok := o.(*podRecord)
-	if !ok {
-		return nil, fmt.Errorf("census: the pod reflector stored a %T", obj)
+	defer w.Stop()
+	staged := make([]*podRecord, 0, s.feed.index.lenOf(s.ns))
+	for {
+		var ev watch.Event
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case ev, ok = <-w.ResultChan():
+		}
+		if !ok {
+			return nil, errors.New("census: the streamed list of the pods ended before its initial-events-end bookmark")
+		}
+		switch ev.Type {
+		case watch.Error:
+			return nil, apierrors.FromObject(ev.Object)
+		case watch.Bookmark:
+			m, err := meta.Accessor(ev.Object)
+			if err != nil {
+				return nil, fmt.Errorf("census: a bookmark of the pods' streamed list: %w", err)
+			}
+			if m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+				s.mu.Lock()
+				s.staged = staged
+				s.mu.Unlock()
+				return &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: m.GetResourceVersion()}}, nil
+			}
+		case watch.Added, watch.Modified, watch.Deleted:
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				return nil, fmt.Errorf("census: the pods' streamed list sent a %T", ev.Object)
+			}
+			r := s.feed.records.record(p)
+			if ev.Type == watch.Deleted {
+				r = s.feed.records.gone(p.Namespace, p.Name)
+			}
+			staged = append(staged, r)
+		}
 	}
-	return r, nil
 }
 
 func (s *podStore) Add(obj any) error { return s.Update(obj) }
 
 func (s *podStore) Update(obj any) error {
-	r, err := s.record(obj)
-	if err != nil {
-		return err
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return fmt.Errorf("census: the pod reflector stored a %T", obj)
 	}
+	r := s.feed.records.record(p)
 	if r.gone {
 		s.feed.index.remove(r.namespace, r.name)
 	} else {
@@ -293,29 +368,29 @@ func (s *podStore) Update(obj any) error {
 }
 
 func (s *podStore) Delete(obj any) error {
-	var ns, name string
-	if r, ok := obj.(*podRecord); ok {
-		ns, name = r.namespace, r.name
-	} else if m, err := meta.Accessor(obj); err == nil {
-		ns, name = m.GetNamespace(), m.GetName()
-	} else {
+	m, err := meta.Accessor(obj)
+	if err != nil {
 		return fmt.Errorf("census: the pod reflector deleted a %T", obj)
 	}
-	s.feed.index.remove(ns, name)
+	s.feed.index.remove(m.GetNamespace(), m.GetName())
 	s.feed.changed()
 	return nil
 }
 
+// Replace makes the index hold the records of a list: those its streamed
+// list staged, and those of the Pods of list (an ordinary list's).
 func (s *podStore) Replace(list []any, _ string) error {
-	rs := make([]*podRecord, 0, len(list))
+	s.mu.Lock()
+	rs := s.staged
+	s.staged = nil
+	s.mu.Unlock()
+	rs = slices.Grow(rs, len(list))
 	for _, obj := range list {
-		r, err := s.record(obj)
-		if err != nil {
-			return err
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return fmt.Errorf("census: the pod reflector listed a %T", obj)
 		}
-		if !r.gone {
-			rs = append(rs, r)
-		}
+		rs = append(rs, s.feed.records.record(p))
 	}
 	s.feed.index.replace(s.ns, rs)
 	s.once.Do(func() { close(s.synced) })

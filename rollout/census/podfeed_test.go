@@ -1,15 +1,20 @@
 package census_test
 
 import (
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hotcert/hotcert/hotcerttest"
@@ -79,5 +84,112 @@ func TestCensusThatCannotListPodsSaysWhy(t *testing.T) {
 	}
 	if tr.Status.ObservedGeneration != 0 || tr.Status.Consumers.Total != 0 {
 		t.Fatalf("status %+v written by a census that could not list the pods", tr.Status)
+	}
+}
+
+// podRequests records the requests for the pods of one namespace a
+// census's client makes, and, when refuseStreams is set, answers a streamed
+// list (a watch with sendInitialEvents) as an API server without streamed
+// lists does (before Kubernetes 1.27, or with its WatchList feature off).
+type podRequests struct {
+	path          string // /api/v1/namespaces/NS/pods
+	refuseStreams bool
+
+	mu                      sync.Mutex
+	lists, streams, watches int
+}
+
+func (p *podRequests) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		if req.URL.Path != p.path {
+			return rt.RoundTrip(req)
+		}
+		q := req.URL.Query()
+		stream := q.Get("sendInitialEvents") == "true"
+		p.mu.Lock()
+		switch {
+		case stream:
+			p.streams++
+		case q.Get("watch") == "true":
+			p.watches++
+		default:
+			p.lists++
+		}
+		p.mu.Unlock()
+		if stream && p.refuseStreams {
+			// The answer of such a server: its validation of the options.
+			body := `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled","reason":"Invalid","code":422}`
+			return &http.Response{StatusCode: http.StatusUnprocessableEntity, Status: "422 Unprocessable Entity", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+				Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(body)), Request: req}, nil
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+func (p *podRequests) counts() (lists, streams, watches int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lists, p.streams, p.watches
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestCensusListsPodsAsAStream: the census's first list of the pods is a
+// streamed list (the API server's initial events; no LIST request), and it
+// follows the pods from the end of that stream: a pod created later is
+// counted, one deleted is no longer. With an API server that refuses
+// streamed lists, the census lists the pods with an ordinary list, asks
+// for a stream no more, and follows them alike.
+func TestCensusListsPodsAsAStream(t *testing.T) {
+	for _, refuse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("refused=%v", refuse), func(t *testing.T) {
+			ns := env.NewNamespace(t)
+			ca2025 := hotcerttest.MustNewCA(hotcerttest.WithCommonName("CA-2025"))
+			ca2026 := hotcerttest.MustNewCA(hotcerttest.WithCommonName("CA-2026"))
+			create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ca"}, Data: map[string]string{"ca.crt": string(ca2025.CertPEM)}})
+			longAgo := time.Now().Add(-time.Hour)
+			for _, n := range []string{"a", "b", "c"} {
+				createPod(t, ns, consumerPod{name: n, vol: configMapVolume("ca"), started: longAgo})
+			}
+			name := "rot-" + ns
+			createRotation(t, name, v1alpha1.TrustRotationSpec{
+				OldCA: v1alpha1.CA{PEM: string(ca2025.CertPEM)},
+				NewCA: v1alpha1.CA{PEM: string(ca2026.CertPEM)},
+				Trust: []v1alpha1.TrustObject{{ConfigMap: &v1alpha1.ObjectKey{Namespace: ns, Name: "ca", Key: "ca.crt"}}},
+			})
+			reqs := &podRequests{path: "/api/v1/namespaces/" + ns + "/pods", refuseStreams: refuse}
+			cfg := rest.CopyConfig(env.Config())
+			cfg.Wrap(reqs.wrap)
+			startCensusAs(t, cfg, logr.Discard(), census.Options{Interval: 300 * time.Millisecond, MinSpacing: 50 * time.Millisecond, Namespaces: []string{ns}})
+
+			total := func(n int32) func(*v1alpha1.TrustRotation) bool {
+				return func(tr *v1alpha1.TrustRotation) bool {
+					return tr.Status.ObservedGeneration == tr.Generation && tr.Status.Consumers.Total == n
+				}
+			}
+			waitRotation(t, name, "the census of the pods listed", total(3))
+			lists, streams, _ := reqs.counts()
+			if !refuse && (lists != 0 || streams != 1) {
+				t.Fatalf("%d LISTs and %d streamed lists of the pods, want one streamed list", lists, streams)
+			}
+			if refuse && (lists != 1 || streams != 1) {
+				t.Fatalf("%d LISTs and %d streamed lists of the pods, want the refused stream, then one LIST", lists, streams)
+			}
+			createPod(t, ns, consumerPod{name: "d", vol: configMapVolume("ca"), started: longAgo})
+			waitRotation(t, name, "the pod created after the list counted", total(4))
+			if err := env.Client().Delete(testContext(t), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}},
+				client.GracePeriodSeconds(0)); err != nil {
+				t.Fatal(err)
+			}
+			tr := waitRotation(t, name, "the pod deleted no longer counted", total(3))
+			if straggler(tr, "a") != nil {
+				t.Fatalf("the deleted pod a is still a straggler: %+v", tr.Status.Stragglers)
+			}
+			if l, s, w := reqs.counts(); l != lists || s != streams || w < 1 {
+				t.Fatalf("after the changes: %d LISTs, %d streamed lists, %d watches of the pods; want no new list, and the changes followed by a watch", l, s, w)
+			}
+		})
 	}
 }

@@ -53,13 +53,26 @@ func (ix *podIndex) remove(namespace, name string) {
 }
 
 // replace makes rs the records of namespace ns (of every namespace for
-// ""): a relist's answer. It takes rs.
+// ""): a relist's answer, in the order it arrived: of several records of a
+// pod the last counts, and a pod whose last record is gone is not kept. It
+// takes rs.
 func (ix *podIndex) replace(ns string, rs []*podRecord) {
 	rs = slices.DeleteFunc(rs, func(r *podRecord) bool { return ns != "" && r.namespace != ns })
-	slices.SortFunc(rs, func(a, b *podRecord) int {
+	// Stable, then the last of each run: a pod's later record wins.
+	slices.SortStableFunc(rs, func(a, b *podRecord) int {
 		return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name))
 	})
-	rs = slices.CompactFunc(rs, func(a, b *podRecord) bool { return a.namespace == b.namespace && a.name == b.name })
+	kept := rs[:0]
+	for i, r := range rs {
+		if i+1 < len(rs) && rs[i+1].namespace == r.namespace && rs[i+1].name == r.name {
+			continue
+		}
+		if !r.gone {
+			kept = append(kept, r)
+		}
+	}
+	clear(rs[len(kept):])
+	rs = kept
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.dropLocked(ns)

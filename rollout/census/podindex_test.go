@@ -54,6 +54,16 @@ func TestPodIndex(t *testing.T) {
 	if got, want := names(ix, ""), []string{"n0/p0", "n0/p2", "n0/p4", "n1/p1", "n1/p3"}; !slices.Equal(got, want) || ix.len() != 5 {
 		t.Fatalf("after a relist of all: %v (%d in all), want %v (5)", got, ix.len(), want)
 	}
+	// A streamed relist, in the order its events came: of a pod listed
+	// twice the later record counts, and one whose later record is gone
+	// (deleted during the list) is not kept.
+	later, gone := rec("n0", "p2"), &podRecord{podShape: &podShape{namespace: "n0", gone: true}, name: "p0"}
+	ix.replace("", []*podRecord{rec("n0", "p0"), rec("n0", "p2"), rec("n1", "p1"), later, gone, rec("n1", "p3")})
+	if got, want := names(ix, ""), []string{"n0/p2", "n1/p1", "n1/p3"}; !slices.Equal(got, want) || ix.len() != 3 || ix.byNS["n0"][0] != later {
+		t.Fatalf("after a streamed relist: %v (%d in all), want %v (3), n0/p2 its later record", got, ix.len(), want)
+	}
+	ix.remove("n0", "p2")
+	ix.put(rec("n0", "p4"))
 	ix.remove("n1", "p1")
 	ix.remove("n1", "p3")
 	if _, ok := ix.byNS["n1"]; ok {

@@ -45,13 +45,6 @@ type podShape struct {
 	gone      bool               // being deleted, or its containers have all exited (Succeeded, Failed)
 }
 
-// GetObjectMeta lets client-go key records (meta.Accessor): the
-// reflector's store of a first list streamed as watch events holds them
-// (podStore).
-func (r *podRecord) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: r.namespace, Name: r.name}
-}
-
 func (r *podRecord) key() string { return r.namespace + "/" + r.name }
 
 func (r *podRecord) labelSet() map[string]string {
@@ -117,24 +110,14 @@ func newRecords() *records {
 	}
 }
 
-// transform turns a Pod into its record. Anything else (a record already)
-// passes unchanged.
-func (rs *records) transform(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	return rs.record(p), nil
-}
-
+// record is the record of pod p, that of a pod that is gone if it is going
+// (being deleted, or its containers have all exited).
 func (rs *records) record(p *corev1.Pod) *podRecord {
-	r := &podRecord{name: p.Name}
-	shape := podShape{namespace: unique.Make(p.Namespace).Value(),
-		gone: p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed}
-	if shape.gone {
-		r.podShape = rs.shapes.intern(&shape)
-		return r
+	if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return rs.gone(p.Namespace, p.Name)
 	}
+	r := &podRecord{name: p.Name}
+	shape := podShape{namespace: unique.Make(p.Namespace).Value()}
 	r.uid = compactUID(p.UID)
 	r.ip, _ = netip.ParseAddr(p.Status.PodIP) // the zero Addr for none (the API server validates pod IPs)
 	if len(p.Labels) > 0 {
@@ -145,6 +128,11 @@ func (rs *records) record(p *corev1.Pod) *podRecord {
 	r.podShape = rs.shapes.intern(&shape)
 	r.started = startTimes(shape.spec, p.Status)
 	return r
+}
+
+// gone is the record of a pod that is going: the index drops it.
+func (rs *records) gone(namespace, name string) *podRecord {
+	return &podRecord{name: name, podShape: rs.shapes.intern(&podShape{namespace: unique.Make(namespace).Value(), gone: true})}
 }
 
 // startTimes lists the start times of the running containers and sidecars
