@@ -24,7 +24,7 @@ func (c *WatchCutter) Requests() int64 { return c.requests.Load() }
 
 // Wrap is a rest.Config transport wrapper that remembers every watch response.
 func (c *WatchCutter) Wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+	return RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		c.requests.Add(1)
 		resp, err := rt.RoundTrip(req)
 		if err == nil && req.URL.Query().Get("watch") == "true" {
@@ -46,6 +46,9 @@ func (c *WatchCutter) Cut() {
 	c.bodies = nil
 }
 
-type roundTripFunc func(*http.Request) (*http.Response, error)
+// RoundTripperFunc is a function as an http.RoundTripper: what a test's
+// transport wrapper (rest.Config.Wrap) returns.
+type RoundTripperFunc func(*http.Request) (*http.Response, error)
 
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+// RoundTrip calls f.
+func (f RoundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

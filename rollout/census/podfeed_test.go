@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/internal/kubetest"
 	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
 	"github.com/hotcert/hotcert/rollout/census"
@@ -100,7 +101,7 @@ type podRequests struct {
 }
 
 func (p *podRequests) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripper(func(req *http.Request) (*http.Response, error) {
+	return kubetest.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		if req.URL.Path != p.path {
 			return rt.RoundTrip(req)
 		}
@@ -131,10 +132,6 @@ func (p *podRequests) counts() (lists, streams, watches int) {
 	defer p.mu.Unlock()
 	return p.lists, p.streams, p.watches
 }
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // TestCensusListsPodsAsAStream: the census's first list of the pods is a
 // streamed list (the API server's initial events; no LIST request), and it

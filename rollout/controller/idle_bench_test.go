@@ -14,6 +14,8 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+
+	"github.com/hotcert/hotcert/internal/kubetest"
 )
 
 // BenchmarkIdle measures what a controller with nothing to do costs: API
@@ -78,7 +80,7 @@ func idleRun(b *testing.B, ns string, leaderElection bool, window time.Duration)
 	reqs := map[string]int{}
 	rc := rest.CopyConfig(env.Config())
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripper(func(r *http.Request) (*http.Response, error) {
+		return kubetest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
 			mu.Lock()
 			if counting {
 				reqs[requestKind(r)]++
@@ -112,10 +114,6 @@ func idleRun(b *testing.B, ns string, leaderElection bool, window time.Duration)
 	defer mu.Unlock()
 	return maps.Clone(reqs), cpu
 }
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // requestKind is "VERB resource" of an API request ("WATCH secrets", "PUT
 // leases", "GET discovery").

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/hotcert/hotcert/internal/kubetest"
 	"github.com/hotcert/hotcert/rollout"
 	"github.com/hotcert/hotcert/rollout/internal/clusterview"
 )
@@ -34,7 +35,7 @@ type apiRequest struct {
 func (l *requestLog) config() *rest.Config {
 	rc := rest.CopyConfig(env.Config())
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripper(func(r *http.Request) (*http.Response, error) {
+		return kubetest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
 			if r.Method == http.MethodGet {
 				l.add(r)
 			}

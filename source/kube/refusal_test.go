@@ -32,7 +32,7 @@ type apiGate struct {
 }
 
 func (g *apiGate) Wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTrip(func(req *http.Request) (*http.Response, error) {
+	return kubetest.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		if g.down.Load() {
 			refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 			return nil, &url.Error{Op: req.Method, URL: req.URL.String(), Err: refused}
@@ -45,10 +45,6 @@ func (g *apiGate) Wrap(rt http.RoundTripper) http.RoundTripper {
 		return resp, err
 	})
 }
-
-type roundTrip func(*http.Request) (*http.Response, error)
-
-func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // reader is a restricted user allowed get, list and watch on one Secret, with its
 // clients' watches cut and requests gated on demand.

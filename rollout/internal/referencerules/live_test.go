@@ -298,7 +298,7 @@ func TestLiveWithoutTheCRD(t *testing.T) {
 	cfg := rest.CopyConfig(bare.Config())
 	var discovery, rulesRequests atomic.Int32
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return kubetest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
 			switch {
 			case strings.Contains(r.URL.Path, "referencerules"):
 				rulesRequests.Add(1)
@@ -379,10 +379,6 @@ func TestLiveWithoutTheCRD(t *testing.T) {
 		t.Fatal("Start did not return")
 	}
 }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // installCRDs creates the CustomResourceDefinitions of a YAML file in env.
 func installCRDs(t *testing.T, env *kubetest.Env, path string) {
