@@ -70,7 +70,7 @@ func TestCensusThatCannotListPodsSaysWhy(t *testing.T) {
 	mu.Unlock()
 	for _, line := range strings.Split(out, "\n") {
 		if i := strings.Index(line, want); i >= 0 {
-			// A watch first: the reflector streams its first list (watch-list).
+			// A watch first: the census streams its first list of the pods.
 			if got := line[i+len(want):]; !strings.HasPrefix(got, "pods is forbidden: User") || !strings.Contains(got, "census-without-pods-"+ns) {
 				t.Fatalf("the census failed with %q, want the API server's refusal", got)
 			}
