@@ -46,7 +46,12 @@ func (c *Census) reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		return reconcile.Result{}, err
 	}
 	d := c.drive(ctx, tr, status, res, now) // mode Drive: the next move (drive.go)
-	if err := c.write(ctx, tr, status); err != nil {
+	if err := c.write(ctx, tr, status); apierrors.IsConflict(err) {
+		// The rotation changed since the cache's copy (or the cache has not
+		// seen the census's own last write yet): not a failed census, but
+		// one to take again, on the copy the cache holds by then.
+		return reconcile.Result{RequeueAfter: c.opts.MinSpacing}, nil
+	} else if err != nil {
 		c.metrics.errors.WithLabelValues(tr.Name).Inc()
 		return reconcile.Result{}, err
 	}
