@@ -2,7 +2,6 @@ package census_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -10,14 +9,15 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/internal/kubetest"
 	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
@@ -33,15 +33,7 @@ import (
 // claims a count of consumers.
 func TestCensusThatCannotListPodsSaysWhy(t *testing.T) {
 	ns := env.NewNamespace(t)
-	ca2025 := hotcerttest.MustNewCA(hotcerttest.WithCommonName("CA-2025"))
-	ca2026 := hotcerttest.MustNewCA(hotcerttest.WithCommonName("CA-2026"))
-	create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ca"}, Data: map[string]string{"ca.crt": string(ca2025.CertPEM)}})
-	name := "rot-" + ns
-	createRotation(t, name, v1alpha1.TrustRotationSpec{
-		OldCA: v1alpha1.CA{PEM: string(ca2025.CertPEM)},
-		NewCA: v1alpha1.CA{PEM: string(ca2026.CertPEM)},
-		Trust: []v1alpha1.TrustObject{{ConfigMap: &v1alpha1.ObjectKey{Namespace: ns, Name: "ca", Key: "ca.crt"}}},
-	})
+	name := configMapRotation(t, ns)
 	all := []string{"*"}
 	cfg := env.NewRestrictedConfig(t, "census-without-pods-"+ns, []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets", "namespaces", "events", "services", "endpoints"}, Verbs: all},
@@ -50,25 +42,12 @@ func TestCensusThatCannotListPodsSaysWhy(t *testing.T) {
 			Resources: all, Verbs: all},
 	}, "")
 
-	var mu sync.Mutex
-	var logs strings.Builder
-	log := funcr.NewJSON(func(line string) {
-		mu.Lock()
-		defer mu.Unlock()
-		logs.WriteString(line + "\n")
-	}, funcr.Options{})
+	log, logs := capturedLog()
 	reg := startCensusAs(t, cfg, log, census.Options{Interval: 300 * time.Millisecond, MinSpacing: 50 * time.Millisecond})
 
 	want := "census: " + name + ": listing the pods of every namespace: "
-	testutil.WaitFor(t, "the census failing on the refused list", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return strings.Contains(logs.String(), want)
-	})
-	mu.Lock()
-	out := logs.String()
-	mu.Unlock()
-	for _, line := range strings.Split(out, "\n") {
+	testutil.WaitFor(t, "the census failing on the refused list", func() bool { return strings.Contains(logs(), want) })
+	for _, line := range strings.Split(logs(), "\n") {
 		if i := strings.Index(line, want); i >= 0 {
 			// A watch first: the census streams its first list of the pods.
 			if got := line[i+len(want):]; !strings.HasPrefix(got, "pods is forbidden: User") || !strings.Contains(got, "census-without-pods-"+ns) {
@@ -93,6 +72,7 @@ func TestCensusThatCannotListPodsSaysWhy(t *testing.T) {
 // list (a watch with sendInitialEvents) as an API server without streamed
 // lists does (before Kubernetes 1.27, or with its WatchList feature off).
 type podRequests struct {
+	t             *testing.T
 	path          string // /api/v1/namespaces/NS/pods
 	refuseStreams bool
 
@@ -119,9 +99,8 @@ func (p *podRequests) wrap(rt http.RoundTripper) http.RoundTripper {
 		p.mu.Unlock()
 		if stream && p.refuseStreams {
 			// The answer of such a server: its validation of the options.
-			body := `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled","reason":"Invalid","code":422}`
-			return &http.Response{StatusCode: http.StatusUnprocessableEntity, Status: "422 Unprocessable Entity", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-				Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(body)), Request: req}, nil
+			return apiErrorResponse(p.t, req, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "",
+				field.ErrorList{field.Forbidden(field.NewPath("sendInitialEvents"), "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled")})), nil
 		}
 		return rt.RoundTrip(req)
 	})
@@ -143,20 +122,12 @@ func TestCensusListsPodsAsAStream(t *testing.T) {
 	for _, refuse := range []bool{false, true} {
 		t.Run(fmt.Sprintf("refused=%v", refuse), func(t *testing.T) {
 			ns := env.NewNamespace(t)
-			ca2025 := hotcerttest.MustNewCA(hotcerttest.WithCommonName("CA-2025"))
-			ca2026 := hotcerttest.MustNewCA(hotcerttest.WithCommonName("CA-2026"))
-			create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ca"}, Data: map[string]string{"ca.crt": string(ca2025.CertPEM)}})
+			name := configMapRotation(t, ns)
 			longAgo := time.Now().Add(-time.Hour)
 			for _, n := range []string{"a", "b", "c"} {
 				createPod(t, ns, consumerPod{name: n, vol: configMapVolume("ca"), started: longAgo})
 			}
-			name := "rot-" + ns
-			createRotation(t, name, v1alpha1.TrustRotationSpec{
-				OldCA: v1alpha1.CA{PEM: string(ca2025.CertPEM)},
-				NewCA: v1alpha1.CA{PEM: string(ca2026.CertPEM)},
-				Trust: []v1alpha1.TrustObject{{ConfigMap: &v1alpha1.ObjectKey{Namespace: ns, Name: "ca", Key: "ca.crt"}}},
-			})
-			reqs := &podRequests{path: "/api/v1/namespaces/" + ns + "/pods", refuseStreams: refuse}
+			reqs := &podRequests{t: t, path: "/api/v1/namespaces/" + ns + "/pods", refuseStreams: refuse}
 			cfg := rest.CopyConfig(env.Config())
 			cfg.Wrap(reqs.wrap)
 			startCensusAs(t, cfg, logr.Discard(), census.Options{Interval: 300 * time.Millisecond, MinSpacing: 50 * time.Millisecond, Namespaces: []string{ns}})

@@ -1,20 +1,16 @@
 package census_test
 
 import (
-	"io"
+	"errors"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/funcr"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 
-	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/internal/kubetest"
 	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
 	"github.com/hotcert/hotcert/rollout/census"
@@ -28,16 +24,8 @@ import (
 // (hotcert_census_errors_total) nor an error in the log.
 func TestCensusRetriesAStatusWriteThatConflicts(t *testing.T) {
 	ns := env.NewNamespace(t)
-	ca2025 := hotcerttest.MustNewCA(hotcerttest.WithCommonName("CA-2025"))
-	ca2026 := hotcerttest.MustNewCA(hotcerttest.WithCommonName("CA-2026"))
-	create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ca"}, Data: map[string]string{"ca.crt": string(ca2025.CertPEM)}})
+	name := configMapRotation(t, ns)
 	createPod(t, ns, consumerPod{name: "a", vol: configMapVolume("ca"), started: time.Now().Add(-time.Hour)})
-	name := "rot-" + ns
-	createRotation(t, name, v1alpha1.TrustRotationSpec{
-		OldCA: v1alpha1.CA{PEM: string(ca2025.CertPEM)},
-		NewCA: v1alpha1.CA{PEM: string(ca2026.CertPEM)},
-		Trust: []v1alpha1.TrustObject{{ConfigMap: &v1alpha1.ObjectKey{Namespace: ns, Name: "ca", Key: "ca.crt"}}},
-	})
 
 	// The first write of the status is answered as the API server answers
 	// a stale resourceVersion.
@@ -49,20 +37,11 @@ func TestCensusRetriesAStatusWriteThatConflicts(t *testing.T) {
 			if req.Method != http.MethodPut || req.URL.Path != path || !conflicts.CompareAndSwap(0, 1) {
 				return rt.RoundTrip(req)
 			}
-			body := `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Operation cannot be fulfilled on trustrotations.hotcert.dev \"` + name +
-				`\": the object has been modified; please apply your changes to the latest version and try again","reason":"Conflict","details":{"name":"` + name +
-				`","group":"hotcert.dev","kind":"trustrotations"},"code":409}`
-			return &http.Response{StatusCode: http.StatusConflict, Status: "409 Conflict", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-				Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(body)), Request: req}, nil
+			return apiErrorResponse(t, req, apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("trustrotations").GroupResource(), name,
+				errors.New("the object has been modified; please apply your changes to the latest version and try again"))), nil
 		})
 	})
-	var mu sync.Mutex
-	var logs strings.Builder
-	log := funcr.NewJSON(func(line string) {
-		mu.Lock()
-		defer mu.Unlock()
-		logs.WriteString(line + "\n")
-	}, funcr.Options{})
+	log, logs := capturedLog()
 	reg := startCensusAs(t, cfg, log, census.Options{Interval: 300 * time.Millisecond, MinSpacing: 50 * time.Millisecond})
 
 	waitRotation(t, name, "the status written after the conflict", func(tr *v1alpha1.TrustRotation) bool {
@@ -74,9 +53,7 @@ func TestCensusRetriesAStatusWriteThatConflicts(t *testing.T) {
 	if n, _ := metricValue(t, reg, "hotcert_census_errors_total", name); n != 0 {
 		t.Fatalf("hotcert_census_errors_total{rotation=%q} %v: a conflict counted as a failed census", name, n)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if out := logs.String(); strings.Contains(out, "Reconciler error") || strings.Contains(out, "object has been modified") {
+	if out := logs(); strings.Contains(out, "Reconciler error") || strings.Contains(out, "object has been modified") {
 		t.Fatalf("the conflict was logged as an error:\n%s", out)
 	}
 }
