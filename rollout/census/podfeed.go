@@ -341,11 +341,11 @@ func (s *podStore) list(ctx context.Context, pods corev1client.PodInterface, o m
 			if !ok {
 				return nil, fmt.Errorf("census: the pods' streamed list sent a %T", ev.Object)
 			}
-			r := s.feed.records.record(p)
 			if ev.Type == watch.Deleted {
-				r = s.feed.records.gone(p.Namespace, p.Name)
+				staged = append(staged, s.feed.records.gone(p.Namespace, p.Name))
+			} else {
+				staged = append(staged, s.feed.records.record(p))
 			}
-			staged = append(staged, r)
 		}
 	}
 }
