@@ -151,10 +151,12 @@ func TestProxyServerRotatesForProgramsThatCannotReload(t *testing.T) {
 	writeServer := func(l *hotcerttest.Leaf) {
 		f.server.MustWrite(map[string][]byte{"tls.crt": l.ChainPEM, "tls.key": l.KeyPEM})
 	}
-	// The clients read their key pair from one file, tls.pem: a client that
-	// reads tls.crt and tls.key one after the other can see a pair from two
-	// different writes (the swap of ..data falls between the two reads), a
-	// race of the client with its own volume, not the proxy's.
+	// The clients read their key pair from one file, tls.pem, once: a
+	// client that opens its files one after the other by path can see a
+	// pair from two different writes (the swap of ..data falls between the
+	// two opens), a race of the client with its own volume, not the
+	// proxy's. curl opens its --cert file twice (the certificate, then the
+	// key), so it is given a copy read once (curlPair).
 	writeClient := func(l *hotcerttest.Leaf) {
 		f.client.MustWrite(map[string][]byte{"tls.crt": l.ChainPEM, "tls.key": l.KeyPEM,
 			"tls.pem": append(append([]byte{}, l.ChainPEM...), l.KeyPEM...)})
@@ -239,10 +241,33 @@ func TestProxyServerRotatesForProgramsThatCannotReload(t *testing.T) {
 			return nil
 		}
 	}
+	// curlPair is the client's key pair as one read of tls.pem saw it, in a
+	// file of its own, as a program that reads its files once at start
+	// holds them.
+	curlPair := func() (string, error) {
+		pair, err := os.ReadFile(f.path(f.client, "tls.pem"))
+		if err != nil {
+			return "", err
+		}
+		tmp, err := os.CreateTemp(root, "curl-pair-*.pem")
+		if err != nil {
+			return "", err
+		}
+		_, err = tmp.Write(pair)
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		return tmp.Name(), err
+	}
 	curl := func(proto string) func() error {
 		return func() error {
+			pair, err := curlPair()
+			defer os.Remove(pair)
+			if err != nil {
+				return fmt.Errorf("curl %s: its key pair: %w", proto, err)
+			}
 			out, err := exec.Command("curl", "-sS", "--fail", proto, "--cacert", f.path(f.trust, "ca.crt"),
-				"--cert", f.path(f.client, "tls.pem"),
+				"--cert", pair,
 				"-w", "\n%{http_version}", "https://"+httpAddr+"/hello.txt").CombinedOutput()
 			if err != nil || !strings.HasPrefix(string(out), "hello from python\n") {
 				return fmt.Errorf("curl %s: %v: %s", proto, err, out)
