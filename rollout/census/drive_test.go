@@ -740,6 +740,13 @@ func TestDrivenRotationResumesInEveryStep(t *testing.T) {
 		if stepOf(tr, step).Done != nil {
 			t.Fatalf("%s was done before the restart: not a restart in the middle of it", step)
 		}
+		// The restart follows the write's Event: the recorder sends Events
+		// after the status that tells of them, asynchronously, and one a
+		// stopped process had not sent yet is lost with it (what this test
+		// is about is the drive's resuming, not an Event's delivery).
+		if n := countEvents(t, f.name, drive.EventWrote, step+":"); n != 1 {
+			t.Fatalf("%d %s Events %q before the restart, want 1", n, drive.EventWrote, step+":")
+		}
 		stop()
 		stop = runCensus(t)
 		if step == v1alpha1.StepSwitchServerCert {
