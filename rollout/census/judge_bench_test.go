@@ -37,11 +37,10 @@ func benchmarkJudge(b *testing.B, keep bool) {
 	for b.Loop() {
 		t := core.Begin(core.Input{OldCA: core.CA{Name: "old"}, NewCA: core.CA{Name: "new"}, Objects: states, VolumeDelay: time.Minute, CTBDelay: time.Minute,
 			KeepConsumers: keep})
-		var pods []core.Pod
-		var of []*podRecord
-		for batch := range slices.Chunk(records, judgeBatch) {
-			pods, of = consumers(batch, objects, pods, of)
-			t.Add(pods, nil, nil)
+		var c batch
+		for records := range slices.Chunk(records, judgeBatch) {
+			c.consumers(records, objects, keep)
+			t.Add(c.pods, nil, nil)
 		}
 		if r := t.Result(); r.Counts.Total != n {
 			b.Fatalf("%d consumers, want %d", r.Counts.Total, n)
@@ -68,7 +67,9 @@ func TestConsumersShareTheUsesOfAReplicaSet(t *testing.T) {
 	cm := core.Object{Kind: core.KindConfigMap, Namespace: "team-a", Name: "ca", Key: "ca.crt"}
 	pc := core.Object{Kind: core.KindPodCertificate, Namespace: "team-a", Name: records[2].name, SignerName: "example.com/agents"}
 	for _, objects := range [][]core.Object{{cm}, {cm, pc}} {
-		got, of := consumers(records, objects, nil, nil)
+		var c batch
+		c.consumers(records, objects, false)
+		got, of := c.pods, c.records
 		var want []core.Pod
 		var p corev1.Pod
 		for _, r := range records {
@@ -92,7 +93,36 @@ func TestConsumersShareTheUsesOfAReplicaSet(t *testing.T) {
 	// What is allocated is the two slices and, per spec and namespace, its
 	// uses (two shapes here: about 45 allocations, a few more with -race): a
 	// single allocation per pod would make it more than n.
-	if allocs := testing.AllocsPerRun(3, func() { consumers(records, []core.Object{cm}, nil, nil) }); allocs > n/2 {
-		t.Errorf("consumers of %d pods of one ReplicaSet allocates %.0f times, want none per pod (the pods share their records' start times)", n, allocs)
+	if allocs := testing.AllocsPerRun(3, func() { new(batch).consumers(records, []core.Object{cm}, false) }); allocs > n/2 {
+		t.Errorf("consumers of %d pods of one ReplicaSet allocates %.0f times, want none per pod (the pods' start times are slices of one)", n, allocs)
+	}
+}
+
+// TestConsumersKeptKeepTheirStartTimes: the pods of a batch that the census
+// keeps past it (a driven rotation's consumers, a revocation's pods) keep
+// their start times when the next batch is made, which reuses the slices
+// of one it does not keep.
+func TestConsumersKeptKeepTheirStartTimes(t *testing.T) {
+	rs := newRecords()
+	var first, second []*podRecord
+	for i := range 20 {
+		if r := rs.record(replicaPod(i)); i < 10 {
+			first = append(first, r)
+		} else {
+			second = append(second, r)
+		}
+	}
+	objects := []core.Object{{Kind: core.KindConfigMap, Namespace: "team-a", Name: "ca", Key: "ca.crt"}}
+	var c batch
+	c.consumers(first, objects, true)
+	kept := slices.Clone(c.pods)
+	c.consumers(second, objects, true)
+	var p corev1.Pod
+	for i, r := range first {
+		r.fill(&p)
+		want, _ := core.PodOf(&p, objects)
+		if !reflect.DeepEqual(utc(kept[i]).Started, utc(want).Started) {
+			t.Fatalf("kept pod %s started %v after the next batch, want %v", kept[i].Key(), kept[i].Started, want.Started)
+		}
 	}
 }

@@ -60,7 +60,7 @@ func podCertificates(ctx context.Context, r client.Reader, certs []v1alpha1.Serv
 	}
 	// The newest issued request of each pod and signer.
 	type key struct {
-		pod    types.UID
+		pod    podUID
 		signer string
 	}
 	newest := map[key]*certificatesv1.PodCertificateRequest{}
@@ -81,7 +81,7 @@ func podCertificates(ctx context.Context, r client.Reader, certs []v1alpha1.Serv
 			if t, ok := seen[pcr.UID]; ok {
 				now0[pcr.UID] = t
 			}
-			k := key{pcr.Spec.PodUID, pcr.Spec.SignerName}
+			k := key{compactUID(pcr.Spec.PodUID), pcr.Spec.SignerName}
 			if prev := newest[k]; prev == nil || prev.CreationTimestamp.Before(&pcr.CreationTimestamp) ||
 				(prev.CreationTimestamp.Equal(&pcr.CreationTimestamp) && prev.Name < pcr.Name) {
 				newest[k] = pcr
@@ -97,7 +97,7 @@ func podCertificates(ctx context.Context, r client.Reader, certs []v1alpha1.Serv
 		o := core.Object{Kind: core.KindPodCertificate, Namespace: w.pod.namespace, Name: w.pod.name, SignerName: w.signer,
 			Role: core.RoleServer, Origin: entry[w.signer]}
 		s := core.State{Object: o}
-		pcr := newest[key{w.pod.uid.UID(), w.signer}]
+		pcr := newest[key{w.pod.uid, w.signer}]
 		switch {
 		case listErr[w.pod.namespace] != nil:
 			s.Err = listErr[w.pod.namespace].Error()

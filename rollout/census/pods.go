@@ -3,10 +3,10 @@ package census
 import (
 	"hash/maphash"
 	"maps"
-	"net/netip"
 	"reflect"
 	"slices"
 	"strconv"
+	"time"
 	"unique"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,9 +15,9 @@ import (
 	core "github.com/hotcert/hotcert/rollout/internal/census"
 )
 
-// podRecord is what the census keeps of a pod: 96 bytes and its name and
-// start times (BenchmarkPodRecords), where even a stripped *corev1.Pod takes
-// more than 1,240 bytes of struct alone. What every pod of a ReplicaSet has
+// podRecord is what the census keeps of a pod: 80 bytes, its name and 8
+// bytes a running container (BenchmarkPodRecords), where even a stripped
+// *corev1.Pod takes more than 1,240 bytes of struct alone. What every pod of a ReplicaSet has
 // alike — its namespace, labels and reduced spec — is one shape that they
 // share (see interner); what is the pod's own is its name, UID, IP and the
 // start time of each running container. A pod that is going (deleted, or
@@ -29,12 +29,15 @@ import (
 type podRecord struct {
 	*podShape
 	name string
-	uid  podUID     // to match a pod's PodCertificateRequests
-	ip   netip.Addr // the zero Addr for none
-	// started are when the running containers, sidecars (init containers
-	// that keep running) included, started, as the census reads them: each
-	// census's pods share them. A container's name is the spec's string.
-	started []core.Start
+	uid  podUID // to match a pod's PodCertificateRequests
+	ip   podIP  // to scrape it
+	// started are when the running containers and sidecars (init
+	// containers that keep running) started, in Unix nanoseconds, one for
+	// each of the shared spec's Containers then InitContainers, 0 for one
+	// that is not running, without the zeros at its end (nil when none
+	// runs): 8 bytes a container, where a core.Start takes 24 and a pointer
+	// for the collector to follow.
+	started []int64
 }
 
 // podShape is what the pods of a ReplicaSet have alike, interned.
@@ -55,33 +58,47 @@ func (r *podRecord) labelSet() map[string]string {
 }
 
 // fill makes p the record as a Pod, what rollout/internal/census reads:
-// metadata, the reduced spec, IP and the running containers' start times.
-// p shares the record's spec and labels: it must not be changed, and it is
-// reused from one record to the next (fill keeps its status slices) so that
-// a census of 10,000 pods does not allocate 10,000 Pods.
+// namespace, name and labels, the reduced spec and the running containers'
+// start times. p shares the record's spec and labels: it must not be
+// changed, and it is reused from one record to the next (fill keeps its
+// status slices) so that a census of 10,000 pods does not allocate 10,000
+// Pods.
 func (r *podRecord) fill(p *corev1.Pod) {
 	cs, is := p.Status.ContainerStatuses[:0], p.Status.InitContainerStatuses[:0]
-	*p = corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: r.name, UID: r.uid.UID(), Labels: r.labelSet()},
-		Spec: *r.spec, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: r.ipString()}}
-	status := func(s core.Start) corev1.ContainerStatus {
-		return corev1.ContainerStatus{Name: s.Container, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(s.At())}}}
-	}
-	for _, s := range r.started {
-		if slices.ContainsFunc(r.spec.InitContainers, func(c corev1.Container) bool { return c.Name == s.Container }) {
-			is = append(is, status(s))
+	*p = corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: r.name, Labels: r.labelSet()},
+		Spec: *r.spec, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	for i, at := range r.started {
+		if at == 0 {
+			continue
+		}
+		s := corev1.ContainerStatus{Name: r.container(i).Name,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Unix(0, at).UTC())}}}
+		if i < len(r.spec.Containers) {
+			cs = append(cs, s)
 		} else {
-			cs = append(cs, status(s))
+			is = append(is, s)
 		}
 	}
 	p.Status.ContainerStatuses, p.Status.InitContainerStatuses = cs, is
 }
 
-// ipString is the pod's IP as the API server wrote it ("" for none).
-func (r *podRecord) ipString() string {
-	if !r.ip.IsValid() {
-		return ""
+// container is the i-th of the spec's Containers then InitContainers.
+func (r *podRecord) container(i int) *corev1.Container {
+	if n := len(r.spec.Containers); i >= n {
+		return &r.spec.InitContainers[i-n]
 	}
-	return r.ip.String()
+	return &r.spec.Containers[i]
+}
+
+// appendStarts appends to out when the record's running containers started,
+// as the census judges them (each container's name the spec's string).
+func (r *podRecord) appendStarts(out []core.Start) []core.Start {
+	for i, at := range r.started {
+		if at != 0 {
+			out = append(out, core.StartOf(r.container(i).Name, time.Unix(0, at)))
+		}
+	}
+	return out
 }
 
 // records builds pod records, sharing what pods have alike.
@@ -119,7 +136,7 @@ func (rs *records) record(p *corev1.Pod) *podRecord {
 	r := &podRecord{name: p.Name}
 	shape := podShape{namespace: unique.Make(p.Namespace).Value()}
 	r.uid = compactUID(p.UID)
-	r.ip, _ = netip.ParseAddr(p.Status.PodIP) // the zero Addr for none (the API server validates pod IPs)
+	r.ip = compactIP(p.Status.PodIP)
 	if len(p.Labels) > 0 {
 		l := maps.Clone(p.Labels)
 		shape.labels = rs.labels.intern(&l)
@@ -135,34 +152,44 @@ func (rs *records) gone(namespace, name string) *podRecord {
 	return &podRecord{name: name, podShape: rs.shapes.intern(&podShape{namespace: unique.Make(namespace).Value(), gone: true})}
 }
 
-// startTimes lists the start times of the running containers and sidecars
-// of a pod whose reduced spec is spec (an init container that exits it does
-// not keep).
-func startTimes(spec *corev1.PodSpec, st corev1.PodStatus) []core.Start {
-	n := 0
-	add := func(out []core.Start, containers []corev1.Container, statuses []corev1.ContainerStatus) []core.Start {
-		for _, s := range statuses {
-			r := s.State.Running
-			if r == nil || r.StartedAt.IsZero() {
-				continue
+// startTimes are when the running containers and sidecars of a pod whose
+// reduced spec is spec started (an init container that exits it does not
+// keep), as podRecord.started keeps them: one allocation, of the length it
+// needs. A container that started at the Unix epoch's first nanosecond
+// would read as not running (its 0).
+func startTimes(spec *corev1.PodSpec, st corev1.PodStatus) []int64 {
+	each := func(f func(i int, at int64)) {
+		for _, s := range st.ContainerStatuses {
+			if r := s.State.Running; r != nil && !r.StartedAt.IsZero() {
+				if i := slices.IndexFunc(spec.Containers, func(c corev1.Container) bool { return c.Name == s.Name }); i >= 0 {
+					f(i, r.StartedAt.UnixNano())
+				}
 			}
-			i := slices.IndexFunc(containers, func(c corev1.Container) bool { return c.Name == s.Name })
-			if i < 0 {
-				continue
-			}
-			if out != nil {
-				out = append(out, core.StartOf(containers[i].Name, r.StartedAt.Time))
-			}
-			n++
 		}
-		return out
+		for _, s := range st.InitContainerStatuses {
+			if r := s.State.Running; r != nil && !r.StartedAt.IsZero() {
+				if i := slices.IndexFunc(spec.InitContainers, func(c corev1.Container) bool { return c.Name == s.Name }); i >= 0 {
+					f(len(spec.Containers)+i, r.StartedAt.UnixNano())
+				}
+			}
+		}
 	}
-	add(add(nil, spec.Containers, st.ContainerStatuses), spec.InitContainers, st.InitContainerStatuses)
+	n := 0
+	each(func(i int, at int64) {
+		if at != 0 {
+			n = max(n, i+1)
+		}
+	})
 	if n == 0 {
 		return nil
 	}
-	out := make([]core.Start, 0, n) // one allocation, of the size it needs
-	return add(add(out, spec.Containers, st.ContainerStatuses), spec.InitContainers, st.InitContainerStatuses)
+	out := make([]int64, n)
+	each(func(i int, at int64) {
+		if i < n {
+			out[i] = at
+		}
+	})
+	return out
 }
 
 // reducedSpec is what the census reads of a pod's spec, the same for every

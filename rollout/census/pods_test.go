@@ -102,8 +102,11 @@ func TestPodRecordsKeepWhatTheCensusJudges(t *testing.T) {
 		if !reflect.DeepEqual(utc(gotPod), utc(want)) {
 			t.Fatalf("pod %d: the record is judged\n%+v\nthe pod\n%+v", i, gotPod, want)
 		}
-		if got.Status.PodIP != p.Status.PodIP || r.gone {
-			t.Fatalf("pod %d: IP %q, gone %v", i, got.Status.PodIP, r.gone)
+		if ip, ok := r.ip.addr(); !ok || ip.String() != p.Status.PodIP || r.gone {
+			t.Fatalf("pod %d: IP %v (%v), gone %v", i, ip, ok, r.gone)
+		}
+		if r.uid != compactUID(p.UID) {
+			t.Fatalf("pod %d: UID key %x", i, r.uid)
 		}
 		if c, port, ok := containerPort(r.spec, "metrics"); !ok || c != "app" || port != 9090 {
 			t.Fatalf("container port: %q %d %v", c, port, ok)

@@ -150,7 +150,7 @@ func (c *Census) census(ctx context.Context, tr *v1alpha1.TrustRotation, oldCA, 
 	reportErr := ""
 	var revoking []core.Pod // every batch's pods, for spec.revocation only
 	for batch := range slices.Chunk(listed, judgeBatch) {
-		g.pods, g.records = consumers(batch, objects, g.pods, g.records)
+		g.consumers(batch, objects, in.KeepConsumers || spec.Revocation != nil)
 		reports, err := g.reports(ctx)
 		if err != "" {
 			reportErr = err
