@@ -41,7 +41,12 @@ import (
 // HOTCERT_BENCH_PPROF_DIR names a folder for each process's heap profile
 // at the measure (inuse and alloc, read with go tool pprof): the processes
 // then serve /debug/pprof/ on loopback (--pprof-bind-address), both alike.
+// The processes inherit GODEBUG (GODEBUG=memprofilerate=N for exacter
+// profiles, gctrace=1 for each collection), which the log states when set.
 func BenchmarkCensus10kPods(b *testing.B) {
+	if v := os.Getenv("GODEBUG"); v != "" {
+		b.Logf("GODEBUG=%s (the processes run with it)", v)
+	}
 	n := 10000
 	if testing.Short() {
 		n = 1000

@@ -17,10 +17,10 @@ import (
 
 // podRecord is what the census keeps of a pod: 80 bytes, its name and 8
 // bytes a running container (BenchmarkPodRecords), where even a stripped
-// *corev1.Pod takes more than 1,240 bytes of struct alone. What every pod of a ReplicaSet has
-// alike — its namespace, labels and reduced spec — is one shape that they
-// share (see interner); what is the pod's own is its name, UID, IP and the
-// start time of each running container. A pod that is going (deleted, or
+// *corev1.Pod takes more than 1,240 bytes of struct alone. What every pod
+// of a ReplicaSet has alike — its namespace, labels and reduced spec — is
+// one shape that they share (see interner); what is the pod's own is its
+// name, UID, IP and the start time of each running container. A pod that is going (deleted, or
 // its containers have all exited) has a shape of its own kind and is not
 // kept (podStore).
 //
