@@ -82,7 +82,14 @@ func (o *Observer) Failures() []error {
 // waits for a condition, never for a fixed time.
 func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	WaitForWithin(t, 10*time.Second, what, cond)
+}
+
+// WaitForWithin is WaitFor failing the test after limit: for a condition that
+// waits on a backoff of its own longer than WaitFor's 10 s.
+func WaitForWithin(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

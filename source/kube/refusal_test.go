@@ -175,6 +175,13 @@ func TestRefusalGraceIsMeasuredFromTheFirstRefusal(t *testing.T) {
 	}
 }
 
+// reflectorRetry bounds the wait for a client-go reflector's next list and
+// watch after a failed one: its backoff doubles from 0.8 s up to 30 s, with
+// as much again of jitter (cache.ReflectorOptions' defaults, which a
+// SharedIndexInformer does not let one set): its fifth try comes 6.4 to
+// 12.8 s after the fourth failed, past WaitFor's 10 s (1 run in CI).
+const reflectorRetry = time.Minute
+
 // TestWatchForbiddenWhileGetAllowed: the reader may get and list its Secret but no
 // longer watch it. Every client-go retry lists successfully and is refused the
 // watch: the cache does not follow, so the source says so once, through the
@@ -210,7 +217,7 @@ func TestWatchForbiddenWhileGetAllowed(t *testing.T) {
 	setVerbs("get", "list")
 	rd.loseWatch(t, src)
 	lists := rd.gate.lists.Load()
-	testutil.WaitFor(t, "two client-go retries that list and are refused the watch", func() bool {
+	testutil.WaitForWithin(t, reflectorRetry, "two client-go retries that list and are refused the watch", func() bool {
 		return rd.gate.lists.Load() >= lists+2
 	})
 	const lost, restored = "can no longer list or watch; reading from the API server until it can", "watch restored"
@@ -236,7 +243,7 @@ func TestWatchForbiddenWhileGetAllowed(t *testing.T) {
 	})
 
 	setVerbs("get", "list", "watch")
-	testutil.WaitFor(t, "the watch restored", func() bool { return rn.logs.Count(restored) == 1 })
+	testutil.WaitForWithin(t, reflectorRetry, "the watch restored", func() bool { return rn.logs.Count(restored) == 1 })
 	if n := rn.logs.Count(lost); n != 1 || len(rn.obs.Failures()) != 0 {
 		t.Fatalf("%d lost-watch lines, failures %v\n%s", n, rn.obs.Failures(), rn.logs)
 	}
