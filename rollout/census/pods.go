@@ -20,9 +20,9 @@ import (
 // *corev1.Pod takes more than 1,240 bytes of struct alone. What every pod
 // of a ReplicaSet has alike — its namespace, labels and reduced spec — is
 // one shape that they share (see interner); what is the pod's own is its
-// name, UID, IP and the start time of each running container. A pod that is going (deleted, or
-// its containers have all exited) has a shape of its own kind and is not
-// kept (podStore).
+// name, UID, IP and the start time of each running container. A pod that
+// is going (deleted, or its containers have all exited) has a shape of its
+// own kind and is not kept (podStore).
 //
 // A record is immutable once built: the index and every census read the
 // same one.
@@ -158,18 +158,18 @@ func (rs *records) gone(namespace, name string) *podRecord {
 // needs. A container that started at the Unix epoch's first nanosecond
 // would read as not running (its 0).
 func startTimes(spec *corev1.PodSpec, st corev1.PodStatus) []int64 {
+	groups := [...]struct {
+		containers []corev1.Container
+		statuses   []corev1.ContainerStatus
+		first      int // the index of the group's first container in started
+	}{{spec.Containers, st.ContainerStatuses, 0}, {spec.InitContainers, st.InitContainerStatuses, len(spec.Containers)}}
 	each := func(f func(i int, at int64)) {
-		for _, s := range st.ContainerStatuses {
-			if r := s.State.Running; r != nil && !r.StartedAt.IsZero() {
-				if i := slices.IndexFunc(spec.Containers, func(c corev1.Container) bool { return c.Name == s.Name }); i >= 0 {
-					f(i, r.StartedAt.UnixNano())
-				}
-			}
-		}
-		for _, s := range st.InitContainerStatuses {
-			if r := s.State.Running; r != nil && !r.StartedAt.IsZero() {
-				if i := slices.IndexFunc(spec.InitContainers, func(c corev1.Container) bool { return c.Name == s.Name }); i >= 0 {
-					f(len(spec.Containers)+i, r.StartedAt.UnixNano())
+		for _, g := range groups {
+			for _, s := range g.statuses {
+				if r := s.State.Running; r != nil && !r.StartedAt.IsZero() {
+					if i := slices.IndexFunc(g.containers, func(c corev1.Container) bool { return c.Name == s.Name }); i >= 0 {
+						f(g.first+i, r.StartedAt.UnixNano())
+					}
 				}
 			}
 		}
