@@ -27,6 +27,7 @@ import (
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/deploy/internal/process"
 	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/internal/freeport"
 	"github.com/hotcert/hotcert/metrics"
 	"github.com/hotcert/hotcert/source/kube"
 	"github.com/hotcert/hotcert/tlsconfig"
@@ -178,7 +179,7 @@ func runTrustManager(t *testing.T, trustNS string) {
 			t.Fatal(err)
 		}
 	}
-	webhookPort, metricsPort, readyPort := freePort(t), freePort(t), freePort(t)
+	webhookPort, metricsPort, readyPort := freeport.MustTake(t, "127.0.0.1"), freeport.MustTake(t, "127.0.0.1"), freeport.MustTake(t, "127.0.0.1")
 	process.Start(t, filepath.Join(binDir, "trust-manager"), []string{
 		"--kubeconfig=" + kubeconfig,
 		"--trust-namespace=" + trustNS,
@@ -446,15 +447,4 @@ func handshake(ctx context.Context, addr string, cfg *tls.Config) error {
 		return fmt.Errorf("reading from %s: %w", addr, err)
 	}
 	return nil
-}
-
-// freePort returns a loopback TCP port free at the time of the call.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }

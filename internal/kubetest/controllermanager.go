@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hotcert/hotcert/internal/freeport"
 )
 
 // DefaultControllers are the kube-controller-manager controllers that
@@ -51,7 +52,7 @@ func startControllerManager(path, workDir string, kubeconfig []byte, controllers
 	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
 		return nil, fmt.Errorf("kubetest: writing the controller manager's kubeconfig: %w", err)
 	}
-	port, err := freePort()
+	port, err := freeport.Take("127.0.0.1")
 	if err != nil {
 		return nil, fmt.Errorf("kubetest: choosing the controller manager's port: %w", err)
 	}
@@ -160,14 +161,4 @@ func (k *controllerManager) stop() error {
 	}
 	<-k.done
 	return nil
-}
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

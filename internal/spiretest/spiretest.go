@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hotcert/hotcert/internal/freeport"
 )
 
 // The trust domain, the agent's and the workload's SPIFFE IDs.
@@ -83,7 +84,7 @@ func Start(t testing.TB) *SPIRE {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	s := &SPIRE{t: t, bin: bin, dir: dir, port: freePort(t),
+	s := &SPIRE{t: t, bin: bin, dir: dir, port: freeport.MustTake(t, "127.0.0.1"),
 		serverSock: filepath.Join(dir, "server.sock"), AgentSock: filepath.Join(dir, "agent.sock")}
 
 	s.write("server.conf", fmt.Sprintf(`
@@ -287,14 +288,4 @@ func (p *proc) log() string {
 		return err.Error()
 	}
 	return string(b)
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -19,20 +19,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/internal/freeport"
 	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
 )
-
-// freePort returns a TCP port free on ip (for programs that take a port,
-// not a listener).
-func freePort(t testing.TB, ip string) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // startProcess runs a program until the test ends; its output goes to the
 // test log if the test fails.
@@ -79,7 +68,7 @@ func startPrometheusEvery(t *testing.T, interval time.Duration, targets map[stri
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1")))
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freeport.MustTake(t, "127.0.0.1")))
 	startProcess(t, "prometheus", "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
 	url := "http://" + addr
@@ -112,7 +101,7 @@ func startOpenSSL(t *testing.T, ip string, leaf *hotcerttest.Leaf) int {
 	if err := os.WriteFile(key, leaf.KeyPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t, ip)
+	port := freeport.MustTake(t, ip)
 	startProcess(t, "openssl", "s_server", "-quiet", "-accept", net.JoinHostPort(ip, strconv.Itoa(port)), "-cert", cert, "-key", key)
 	deadline := time.Now().Add(pollTimeout)
 	for {

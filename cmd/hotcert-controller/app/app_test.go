@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -30,6 +29,7 @@ import (
 
 	"github.com/hotcert/hotcert/cmd/hotcert-controller/app/options"
 	"github.com/hotcert/hotcert/hotcerttest"
+	"github.com/hotcert/hotcert/internal/freeport"
 	"github.com/hotcert/hotcert/internal/kubetest"
 	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/rollout"
@@ -110,7 +110,7 @@ func TestRun(t *testing.T) {
 	t.Parallel()
 	ns := env.NewNamespace(t)
 	kubeconfig := writeKubeconfig(t, "")
-	metricsPort, probePort, webhookPort := freePort(t), freePort(t), freePort(t)
+	metricsPort, probePort, webhookPort := freeport.MustTake(t, "127.0.0.1"), freeport.MustTake(t, "127.0.0.1"), freeport.MustTake(t, "127.0.0.1")
 	ca, crt, key := servingKeyPair(t)
 	createSecret(t, ns, "s", "1")
 	createDeployment(t, ns, "app")
@@ -361,16 +361,6 @@ func get(url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // servingKeyPair writes a serving certificate (for localhost and 127.0.0.1)

@@ -1,0 +1,115 @@
+// Package freeport hands tests TCP ports for the programs they start, from
+// outside the kernel's ephemeral port range.
+//
+// The usual way, listening on port 0 and closing the listener, returns a port
+// from the ephemeral range, where the kernel takes the local port of every
+// outgoing connection and of every other ":0" listener: between the call and
+// the program's own listen, an agent's reconnect can take it ("bind: address
+// already in use", seen in CI). A port outside that range is handed out by
+// nobody but this package: each process walks the band from a random start,
+// so two test processes meet on one port only if their walks overlap and
+// they take it in the same moment.
+package freeport
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// bandWidth is how many ports the band holds (fewer if the room beside the
+// ephemeral range is smaller).
+const bandWidth = 10000
+
+// minPort is the lowest port handed out: below it are the privileged ports.
+const minPort = 1024
+
+var walk struct {
+	sync.Mutex
+	lo, n, next int // the band is [lo, lo+n); next is the offset of the next port to try
+	started     bool
+}
+
+// Take returns a TCP port on ip that was free a moment ago and that the
+// kernel gives no socket of its own choosing.
+func Take(ip string) (int, error) {
+	walk.Lock()
+	defer walk.Unlock()
+	if !walk.started {
+		walk.lo, walk.n = band(ephemeralRange())
+		if walk.n > 0 {
+			walk.next = rand.IntN(walk.n)
+		}
+		walk.started = true
+	}
+	for range walk.n {
+		p := walk.lo + walk.next
+		walk.next = (walk.next + 1) % walk.n
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(p)))
+		if errors.Is(err, syscall.EADDRINUSE) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("freeport: %w", err)
+		}
+		_ = ln.Close()
+		return p, nil
+	}
+	// No band beside the ephemeral range, or every port of it is held: a
+	// port of the kernel's choosing.
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("freeport: %w", err)
+	}
+	defer func() { _ = ln.Close() }()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// MustTake is Take for a test or benchmark: an error fails tb.
+func MustTake(tb testing.TB, ip string) int {
+	tb.Helper()
+	p, err := Take(ip)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+// ephemeralRange is the kernel's ephemeral port range: Linux's
+// net.ipv4.ip_local_port_range, else IANA's 49152–65535 (the BSDs' and
+// macOS's default).
+func ephemeralRange() (lo, hi int) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			l, err1 := strconv.Atoi(f[0])
+			h, err2 := strconv.Atoi(f[1])
+			if err1 == nil && err2 == nil && l <= h {
+				return l, h
+			}
+		}
+	}
+	return 49152, 65535
+}
+
+// band is the ports handed out, [lo, lo+n), beside the ephemeral range
+// [elo, ehi]: below it where there is room for a band, else above it; n is
+// 0 where there is room on neither side.
+func band(elo, ehi int) (lo, n int) {
+	const enough = 1000
+	if below := elo - minPort; below >= enough {
+		n = min(below, bandWidth)
+		return elo - n, n
+	}
+	if above := 65535 - ehi; above >= enough {
+		return ehi + 1, min(above, bandWidth)
+	}
+	return 0, 0
+}
