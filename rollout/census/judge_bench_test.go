@@ -85,7 +85,7 @@ func TestConsumersShareTheUsesOfAReplicaSet(t *testing.T) {
 			if of[i].name != got[i].Name || of[i].namespace != got[i].Namespace {
 				t.Fatalf("objects %v: consumer %d is pod %s, its record %s/%s", objects, i, got[i].Key(), of[i].namespace, of[i].name)
 			}
-			if !reflect.DeepEqual(utc(got[i]), utc(want[i])) {
+			if !reflect.DeepEqual(got[i], want[i]) {
 				t.Fatalf("objects %v: pod %d:\n got %+v\nwant %+v", objects, i, got[i], want[i])
 			}
 		}
@@ -121,7 +121,7 @@ func TestConsumersKeptKeepTheirStartTimes(t *testing.T) {
 	for i, r := range first {
 		r.fill(&p)
 		want, _ := core.PodOf(&p, objects)
-		if !reflect.DeepEqual(utc(kept[i]).Started, utc(want).Started) {
+		if !reflect.DeepEqual(kept[i].Started, want.Started) {
 			t.Fatalf("kept pod %s started %v after the next batch, want %v", kept[i].Key(), kept[i].Started, want.Started)
 		}
 	}

@@ -1,9 +1,11 @@
 package census
 
 import (
+	"encoding/hex"
 	"fmt"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,14 +101,15 @@ func TestPodRecordsKeepWhatTheCensusJudges(t *testing.T) {
 		var got corev1.Pod
 		r.fill(&got)
 		gotPod, _ := core.PodOf(&got, censusObjects)
-		if !reflect.DeepEqual(utc(gotPod), utc(want)) {
+		if !reflect.DeepEqual(gotPod, want) {
 			t.Fatalf("pod %d: the record is judged\n%+v\nthe pod\n%+v", i, gotPod, want)
 		}
 		if ip, ok := r.ip.addr(); !ok || ip.String() != p.Status.PodIP || r.gone {
 			t.Fatalf("pod %d: IP %v (%v), gone %v", i, ip, ok, r.gone)
 		}
-		if r.uid != compactUID(p.UID) {
-			t.Fatalf("pod %d: UID key %x", i, r.uid)
+		// The key of a UUID is its 16 bytes, as its hex digits spell them.
+		if b, err := hex.DecodeString(strings.ReplaceAll(string(p.UID), "-", "")); err != nil || r.uid != podUID(b) {
+			t.Fatalf("pod %d: UID key %x, want the bytes of %s", i, r.uid, p.UID)
 		}
 		if c, port, ok := containerPort(r.spec, "metrics"); !ok || c != "app" || port != 9090 {
 			t.Fatalf("container port: %q %d %v", c, port, ok)
@@ -132,16 +135,6 @@ func TestPodRecordsKeepWhatTheCensusJudges(t *testing.T) {
 	if !rs.record(gone).gone {
 		t.Fatal("a pod being deleted is not gone")
 	}
-}
-
-// utc is p with its start times in UTC, to be compared.
-func utc(p core.Pod) core.Pod {
-	started := make([]core.Start, len(p.Started))
-	for i, s := range p.Started {
-		started[i] = core.StartOf(s.Container, s.At().UTC())
-	}
-	p.Started = started
-	return p
 }
 
 // TestPodRecordsShareWhatPodsHaveAlike: the pods of one ReplicaSet share one
