@@ -20,7 +20,8 @@ type conn struct {
 	mu       sync.Mutex
 	identity *hotcert.Material   // material current when the handshake began
 	peer     []*x509.Certificate // verified peer chain (leaf first), if any
-	draining bool
+	draining bool                // a GOAWAY drain or a cut started
+	cutDone  bool                // a cut started
 }
 
 func newConn(c net.Conn) *conn {
@@ -56,9 +57,15 @@ func (c *conn) Close() error {
 	return err
 }
 
-// cut closes the connection at once; false if it was already being drained.
+// cut closes the connection at once, in its GOAWAY drain or not (a peer no
+// longer acceptable does not keep the grace of a drain that began before);
+// false if it was already cut.
 func (c *conn) cut() bool {
-	if !c.markDraining() {
+	c.mu.Lock()
+	already := c.cutDone
+	c.cutDone, c.draining = true, true
+	c.mu.Unlock()
+	if already {
 		return false
 	}
 	c.Close()

@@ -29,8 +29,9 @@ import (
 )
 
 // A test service without generated code, served by a *fixture: a unary Slow that
-// says it started (fixture.slowStarted) and sleeps for the given duration, and a
-// server stream Watch that sends once and then holds until the connection drains.
+// says it started (fixture.slowStarted) and waits for the given duration (or its
+// connection's end), and a server stream Watch that sends once and then holds
+// until the connection drains.
 var desc = grpc.ServiceDesc{
 	ServiceName: "hotcert.test.Drain",
 	HandlerType: (*any)(nil),
@@ -43,8 +44,12 @@ var desc = grpc.ServiceDesc{
 		case srv.(*fixture).slowStarted <- struct{}{}:
 		default: // one is already buffered
 		}
-		time.Sleep(d.AsDuration())
-		return wrapperspb.String("ok"), nil
+		select {
+		case <-time.After(d.AsDuration()):
+			return wrapperspb.String("ok"), nil
+		case <-ctx.Done(): // its connection closed
+			return nil, ctx.Err()
+		}
 	}}},
 	Streams: []grpc.StreamDesc{{StreamName: "Watch", ServerStreams: true, Handler: func(_ any, stream grpc.ServerStream) error {
 		if err := stream.RecvMsg(new(wrapperspb.StringValue)); err != nil {

@@ -19,8 +19,9 @@ type DenyList interface {
 // new list of d denies (its certificate revoked by serial or CRL, its key or a
 // key of its chain listed), whenever the list changes; every other connection
 // stays up. Unlike the trust cut, no GOAWAY lets in-flight RPCs finish: the peer
-// is no longer acceptable, so its connection is closed. Pair it with
-// tlsconfig.WithDenyList, which refuses the peer's reconnect.
+// is no longer acceptable, so its connection is closed, even one already in a
+// GOAWAY drain's grace. Pair it with tlsconfig.WithDenyList, which refuses the
+// peer's reconnect.
 func WithRevocationCut(d DenyList) Option {
 	return optionFunc(func(c *config) { c.deny = d })
 }

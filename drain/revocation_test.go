@@ -11,14 +11,18 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/drain"
@@ -26,6 +30,7 @@ import (
 	"github.com/hotcert/hotcert/hotcerttest"
 	"github.com/hotcert/hotcert/httptls"
 	"github.com/hotcert/hotcert/internal/testutil"
+	"github.com/hotcert/hotcert/metrics"
 	"github.com/hotcert/hotcert/revocation"
 	"github.com/hotcert/hotcert/tlsconfig"
 )
@@ -63,8 +68,10 @@ func (d *denyFiles) revoke(leaf *hotcerttest.Leaf) {
 
 // newRevocationFixture serves agents of agentCA with a certificate of serverCA,
 // refusing at the handshake and cutting live what deny revokes; wrap, if not nil,
-// wraps the server's transport credentials.
-func newRevocationFixture(t *testing.T, serverCA, agentCA *hotcerttest.CA, deny *denyFiles, wrap func(credentials.TransportCredentials) credentials.TransportCredentials) *fixture {
+// wraps the server's transport credentials; more adds drain options for the
+// server's store.
+func newRevocationFixture(t *testing.T, serverCA, agentCA *hotcerttest.CA, deny *denyFiles, wrap func(credentials.TransportCredentials) credentials.TransportCredentials,
+	more ...func(*hotcert.Store) drain.Option) *fixture {
 	t.Helper()
 	f := &fixture{store: hotcert.NewStore(material(t, serverCA.MustIssue(), agentCA)), logs: &testutil.LogBuffer{}, hs: &handshakes{}, slowStarted: make(chan struct{}, 1)}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -76,13 +83,17 @@ func newRevocationFixture(t *testing.T, serverCA, agentCA *hotcerttest.CA, deny 
 	if wrap != nil {
 		creds = wrap(creds)
 	}
+	opts := []drain.Option{drain.WithLogger(slog.New(slog.NewTextHandler(f.logs, nil))), drain.WithComponent("agent_grpc"),
+		drain.WithRevocationCut(deny.r), drain.WithGrace(time.Minute)}
+	for _, m := range more {
+		opts = append(opts, m(f.store))
+	}
 	f.srv = drain.NewServer(countingCreds{creds, &f.conns, f.hs},
 		func(o ...grpc.ServerOption) *grpc.Server {
 			s := grpc.NewServer(o...)
 			s.RegisterService(&desc, f)
 			return s
-		}, drain.WithLogger(slog.New(slog.NewTextHandler(f.logs, nil))), drain.WithComponent("agent_grpc"),
-		drain.WithRevocationCut(deny.r), drain.WithGrace(time.Minute))
+		}, opts...)
 	go f.srv.Serve(lis)
 	t.Cleanup(f.srv.Stop)
 	return f
@@ -138,6 +149,52 @@ func TestRevocationCutEndsOnlyTheRevokedAgent(t *testing.T) {
 		if a.failures.Load() != 0 {
 			t.Errorf("agent %d's stream failed", i)
 		}
+	}
+}
+
+// TestRevocationCutEndsADrainingConnection: a connection in its GOAWAY drain
+// (the server's certificate changed; an RPC in flight keeps it open for up to
+// the minute of grace) whose peer is then revoked closes at once, its RPC
+// failing, not at the grace's end.
+func TestRevocationCutEndsADrainingConnection(t *testing.T) {
+	serverCA, agentCA := hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
+	deny := newDenyFiles(t, agentCA)
+	reg := prometheus.NewRegistry()
+	m, err := metrics.NewDrain(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newRevocationFixture(t, serverCA, agentCA, deny, nil,
+		func(s *hotcert.Store) drain.Option { return drain.WithIdentityDrain(s, 0) },
+		func(*hotcert.Store) drain.Option { return drain.WithObserver(m) })
+	leaf := agentCA.MustIssue(hotcerttest.WithCommonName("agent-draining"))
+	a := dial(t, f, leaf, serverCA)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	inflight := make(chan error, 1)
+	go func() {
+		inflight <- a.cc.Invoke(ctx, "/hotcert.test.Drain/Slow", durationpb.New(time.Minute), new(wrapperspb.StringValue))
+	}()
+	<-f.slowStarted
+	f.store.Set(material(t, serverCA.MustIssue(), agentCA)) // the identity drain: a GOAWAY, a minute of grace
+	testutil.WaitFor(t, "the connection's GOAWAY", func() bool { return counterSum(t, reg, "hotcert_tls_connections_drained_total") == 1 })
+	if f.srv.Conns() != 1 {
+		t.Fatalf("%d connections in the drain's grace, want the one of the RPC in flight", f.srv.Conns())
+	}
+
+	deny.revoke(leaf)
+	testutil.WaitFor(t, "the draining connection to close", func() bool { return f.srv.Conns() == 0 })
+	select {
+	case err := <-inflight:
+		if err == nil {
+			t.Fatal("the RPC in flight on the revoked peer's connection succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the RPC in flight on the revoked peer's connection is still running")
+	}
+	if logs := f.logs.String(); strings.Count(logs, "peer certificate revoked") != 1 {
+		t.Fatalf("want one cut line:\n%s", logs)
 	}
 }
 
@@ -241,6 +298,48 @@ func TestTrackerRevocationCut(t *testing.T) {
 	}
 	if ok, _ := seen(cKept); ok {
 		t.Error("a peer the list does not deny was drained")
+	}
+}
+
+// TestTrackerRevocationCutEndsADrainingConnection: a tracked connection
+// drained gracefully (the server's certificate changed) whose peer is then
+// revoked is drained again, promptly; a second revocation calls nothing.
+func TestTrackerRevocationCutEndsADrainingConnection(t *testing.T) {
+	serverCA, ca := hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
+	deny := newDenyFiles(t, ca)
+	store := hotcert.NewStore(material(t, serverCA.MustIssue(), ca))
+	var mu sync.Mutex
+	var calls []bool // prompt, per call
+	tr := drain.NewTracker(func(_ *drain.Tracked, prompt bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, prompt)
+	}, drain.WithIdentityDrain(store, 0), drain.WithRevocationCut(deny.r))
+	t.Cleanup(tr.Close)
+	got := func() []bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(calls)
+	}
+	a, b := net.Pipe()
+	t.Cleanup(func() { a.Close(); b.Close() })
+	revoked := ca.MustIssue(hotcerttest.WithCommonName("revoked"))
+	tr.Track(a).SetPeer([]*x509.Certificate{revoked.Cert, ca.Cert})
+
+	store.Set(material(t, serverCA.MustIssue(), ca))
+	testutil.WaitFor(t, "the graceful drain", func() bool { return len(got()) == 1 })
+	deny.revoke(revoked)
+	testutil.WaitFor(t, "the revocation's cut", func() bool { return len(got()) == 2 })
+	if c := got(); c[0] || !c[1] {
+		t.Fatalf("drain calls prompt=%v, want a graceful one then a prompt one", c)
+	}
+	other := ca.MustIssue(hotcerttest.WithCommonName("other"))
+	deny.w.MustWrite(map[string][]byte{"deny.list": fmt.Appendf(nil, "serial %s issuer %s\nserial %s issuer %s\n",
+		hotcert.FormatSerial(revoked.Cert.SerialNumber), hotcert.FingerprintOf(ca.Cert),
+		hotcert.FormatSerial(other.Cert.SerialNumber), hotcert.FingerprintOf(ca.Cert))})
+	testutil.WaitFor(t, "the next list", func() bool { return deny.r.Current().Check([]*x509.Certificate{other.Cert, ca.Cert}) != nil })
+	if c := got(); len(c) != 2 {
+		t.Fatalf("drain calls %v after the next list, want the two before", c)
 	}
 }
 

@@ -37,14 +37,18 @@ type Tracked struct {
 
 	mu       sync.Mutex
 	peer     []*x509.Certificate
-	draining bool
+	draining bool // drain was called
+	cutDone  bool // drain was called for a revocation cut
 }
 
 // NewTracker returns a Tracker that calls drain when a tracked connection is to
 // reconnect: onto a new certificate (prompt false: the caller ends it gracefully),
 // or because its peer is no longer trusted or revoked (prompt true: end it now).
-// drain is called once per connection, on a goroutine of the Tracker's (or, for a
-// peer the deny list already denies when SetPeer records it, on SetPeer's).
+// drain is called once per connection, and once more, with prompt true, when a
+// connection drained gracefully is revoked before it ends ([WithRevocationCut]):
+// a peer no longer acceptable does not keep the grace of a drain that began
+// before. It is called on a goroutine of the Tracker's (or, for a peer the deny
+// list already denies when SetPeer records it, on SetPeer's).
 func NewTracker(drain func(c *Tracked, prompt bool), opts ...Option) *Tracker {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -60,7 +64,14 @@ func NewTracker(drain func(c *Tracked, prompt bool), opts ...Option) *Tracker {
 		return true
 	}
 	p := &policy{cfg: &t.cfg, conns: t.targets, after: t.after, drain: drainOne,
-		cut: func(tg target) bool { return drainOne(tg, true) }}
+		cut: func(tg target) bool {
+			c := tg.(*Tracked)
+			if !c.markCut() {
+				return false
+			}
+			t.drain(c, true)
+			return true
+		}}
 	t.policy = p
 	t.unsubs = p.subscribe()
 	return t
@@ -122,6 +133,17 @@ func (c *Tracked) markDraining() bool {
 		return false
 	}
 	c.draining = true
+	return true
+}
+
+// markCut returns false if the connection was already cut.
+func (c *Tracked) markCut() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cutDone {
+		return false
+	}
+	c.cutDone, c.draining = true, true
 	return true
 }
 
