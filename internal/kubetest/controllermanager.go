@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,8 +14,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/hotcert/hotcert/internal/freeport"
 )
 
 // DefaultControllers are the kube-controller-manager controllers that
@@ -52,7 +51,7 @@ func startControllerManager(path, workDir string, kubeconfig []byte, controllers
 	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
 		return nil, fmt.Errorf("kubetest: writing the controller manager's kubeconfig: %w", err)
 	}
-	port, err := freeport.Take("127.0.0.1")
+	port, err := freePort()
 	if err != nil {
 		return nil, fmt.Errorf("kubetest: choosing the controller manager's port: %w", err)
 	}
@@ -161,4 +160,19 @@ func (k *controllerManager) stop() error {
 	}
 	<-k.done
 	return nil
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago. It is
+// not internal/freeport's (a port outside the ephemeral range): this module's
+// packages are not tests, and may not import another module's internal
+// packages (module_test.go). So the port can still be taken by another
+// socket before the controller manager listens on it; its start then fails
+// with "address already in use".
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
