@@ -179,7 +179,7 @@ func runTrustManager(t *testing.T, trustNS string) {
 			t.Fatal(err)
 		}
 	}
-	webhookPort, metricsPort, readyPort := freeport.MustTake(t, "127.0.0.1"), freeport.MustTake(t, "127.0.0.1"), freeport.MustTake(t, "127.0.0.1")
+	webhookPort, metricsPort, readyPort := freeport.Take(t, "127.0.0.1"), freeport.Take(t, "127.0.0.1"), freeport.Take(t, "127.0.0.1")
 	process.Start(t, filepath.Join(binDir, "trust-manager"), []string{
 		"--kubeconfig=" + kubeconfig,
 		"--trust-namespace=" + trustNS,

@@ -37,9 +37,9 @@ var walk struct {
 	started     bool
 }
 
-// Take returns a TCP port on ip that was free a moment ago and that the
+// take returns a TCP port on ip that was free a moment ago and that the
 // kernel gives no socket of its own choosing.
-func Take(ip string) (int, error) {
+func take(ip string) (int, error) {
 	walk.Lock()
 	defer walk.Unlock()
 	if !walk.started {
@@ -72,10 +72,12 @@ func Take(ip string) (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// MustTake is Take for a test or benchmark: an error fails tb.
-func MustTake(tb testing.TB, ip string) int {
+// Take returns a TCP port on ip for a program the test or benchmark starts:
+// free a moment ago, and one the kernel gives no socket of its own choosing.
+// An error fails tb.
+func Take(tb testing.TB, ip string) int {
 	tb.Helper()
-	p, err := Take(ip)
+	p, err := take(ip)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func TestTakeGivesDistinctListenablePortsOutsideTheEphemeralRange(t *testing.T) 
 	elo, ehi := ephemeralRange()
 	seen := map[int]bool{}
 	for range 50 {
-		p := MustTake(t, "127.0.0.1")
+		p := Take(t, "127.0.0.1")
 		if seen[p] {
 			t.Fatalf("port %d handed out twice", p)
 		}
@@ -47,7 +47,7 @@ func TestTakeGivesDistinctListenablePortsOutsideTheEphemeralRange(t *testing.T) 
 }
 
 func TestTakeSkipsAPortInUse(t *testing.T) {
-	p := MustTake(t, "127.0.0.1")
+	p := Take(t, "127.0.0.1")
 	// The walk's next port, held: Take must pass over it.
 	walk.Lock()
 	held := walk.lo + walk.next
@@ -57,7 +57,7 @@ func TestTakeSkipsAPortInUse(t *testing.T) {
 		t.Skipf("port %d is held by another process already: %v", held, err)
 	}
 	defer ln.Close()
-	q := MustTake(t, "127.0.0.1")
+	q := Take(t, "127.0.0.1")
 	if q == held || q == p {
 		t.Fatalf("Take returned %d (held %d, previous %d)", q, held, p)
 	}

@@ -84,7 +84,7 @@ func Start(t testing.TB) *SPIRE {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	s := &SPIRE{t: t, bin: bin, dir: dir, port: freeport.MustTake(t, "127.0.0.1"),
+	s := &SPIRE{t: t, bin: bin, dir: dir, port: freeport.Take(t, "127.0.0.1"),
 		serverSock: filepath.Join(dir, "server.sock"), AgentSock: filepath.Join(dir, "agent.sock")}
 
 	s.write("server.conf", fmt.Sprintf(`

@@ -64,7 +64,7 @@ func TestDrivenRotationStopsOnHandshakeFailures(t *testing.T) {
 	})
 
 	ip := f.ip
-	cpPort, cpMetrics, agentMetrics := freeport.MustTake(t, ip), freeport.MustTake(t, ip), freeport.MustTake(t, ip)
+	cpPort, cpMetrics, agentMetrics := freeport.Take(t, ip), freeport.Take(t, ip), freeport.Take(t, ip)
 	startProcess(t, hotcertBin, "server", "--cert-file", filepath.Join(tlsDir.Dir(), "tls.crt"), "--key-file", filepath.Join(tlsDir.Dir(), "tls.key"),
 		"--listen", net.JoinHostPort(ip, strconv.Itoa(cpPort)), "--metrics-bind-address", net.JoinHostPort(ip, strconv.Itoa(cpMetrics)), "--replica", "cp",
 		"--trust-guard=false", "--drain-window", "500ms")

@@ -110,7 +110,7 @@ func TestRun(t *testing.T) {
 	t.Parallel()
 	ns := env.NewNamespace(t)
 	kubeconfig := writeKubeconfig(t, "")
-	metricsPort, probePort, webhookPort := freeport.MustTake(t, "127.0.0.1"), freeport.MustTake(t, "127.0.0.1"), freeport.MustTake(t, "127.0.0.1")
+	metricsPort, probePort, webhookPort := freeport.Take(t, "127.0.0.1"), freeport.Take(t, "127.0.0.1"), freeport.Take(t, "127.0.0.1")
 	ca, crt, key := servingKeyPair(t)
 	createSecret(t, ns, "s", "1")
 	createDeployment(t, ns, "app")

@@ -60,7 +60,7 @@ func TestRunWithCensus(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = env.Client().Delete(context.Background(), u) })
 
-	metricsPort := freeport.MustTake(t, "127.0.0.1")
+	metricsPort := freeport.Take(t, "127.0.0.1")
 	_, prefix := start(t, "--kubeconfig", writeKubeconfig(t, ""), "--namespace", ns, "--leader-elect=false",
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--health-probe-bind-address=0",
 		"--census", "--census-interval=300ms")
