@@ -27,7 +27,7 @@ import (
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/deploy/internal/process"
 	"github.com/hotcert/hotcert/hotcerttest"
-	"github.com/hotcert/hotcert/internal/freeport"
+	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/metrics"
 	"github.com/hotcert/hotcert/source/kube"
 	"github.com/hotcert/hotcert/tlsconfig"
@@ -179,7 +179,7 @@ func runTrustManager(t *testing.T, trustNS string) {
 			t.Fatal(err)
 		}
 	}
-	webhookPort, metricsPort, readyPort := freeport.Take(t, "127.0.0.1"), freeport.Take(t, "127.0.0.1"), freeport.Take(t, "127.0.0.1")
+	webhookPort, metricsPort, readyPort := testutil.FreePort(t, "127.0.0.1"), testutil.FreePort(t, "127.0.0.1"), testutil.FreePort(t, "127.0.0.1")
 	process.Start(t, filepath.Join(binDir, "trust-manager"), []string{
 		"--kubeconfig=" + kubeconfig,
 		"--trust-namespace=" + trustNS,

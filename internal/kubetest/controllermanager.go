@@ -163,7 +163,7 @@ func (k *controllerManager) stop() error {
 }
 
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago. It is
-// not internal/freeport's (a port outside the ephemeral range): this module's
+// not internal/testutil.FreePort (a port outside the ephemeral range): this module's
 // packages are not tests, and may not import another module's internal
 // packages (module_test.go). So the port can still be taken by another
 // socket before the controller manager listens on it; its start then fails

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hotcert/hotcert/internal/freeport"
+	"github.com/hotcert/hotcert/internal/testutil"
 )
 
 // The trust domain, the agent's and the workload's SPIFFE IDs.
@@ -84,7 +84,7 @@ func Start(t testing.TB) *SPIRE {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	s := &SPIRE{t: t, bin: bin, dir: dir, port: freeport.Take(t, "127.0.0.1"),
+	s := &SPIRE{t: t, bin: bin, dir: dir, port: testutil.FreePort(t, "127.0.0.1"),
 		serverSock: filepath.Join(dir, "server.sock"), AgentSock: filepath.Join(dir, "agent.sock")}
 
 	s.write("server.conf", fmt.Sprintf(`

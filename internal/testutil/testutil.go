@@ -1,5 +1,6 @@
 // Package testutil holds small helpers shared by hotcert's tests: a goroutine-safe
-// log sink, an Observer that counts, and a bounded condition poll.
+// log sink, an Observer that counts, a bounded condition poll, and ports for the
+// programs tests start (FreePort).
 package testutil
 
 import (

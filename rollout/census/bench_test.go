@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hotcert/hotcert/hotcerttest"
-	"github.com/hotcert/hotcert/internal/freeport"
+	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
 )
 
@@ -183,7 +183,7 @@ func startKwok(b *testing.B, cl client.Client, kubeconfig, name string) string {
 	b.Helper()
 	dir := kwokDir(b)
 	args := []string{"--kubeconfig", kubeconfig, "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-		"--cidr=10.0.0.0/16", "--node-ip=10.255.0.1", "--server-address=127.0.0.1:" + strconv.Itoa(freeport.Take(b, "127.0.0.1"))}
+		"--cidr=10.0.0.0/16", "--node-ip=10.255.0.1", "--server-address=127.0.0.1:" + strconv.Itoa(testutil.FreePort(b, "127.0.0.1"))}
 	stages, _ := filepath.Glob(filepath.Join(dir, "stages", "*.yaml"))
 	for _, s := range stages {
 		args = append(args, "-c", s)
@@ -322,12 +322,12 @@ type controllerProc struct {
 // arguments.
 func startController(b *testing.B, kubeconfig, bin string, extra ...string) *controllerProc {
 	b.Helper()
-	mport, pport := freeport.Take(b, "127.0.0.1"), freeport.Take(b, "127.0.0.1")
+	mport, pport := testutil.FreePort(b, "127.0.0.1"), testutil.FreePort(b, "127.0.0.1")
 	args := append([]string{"--kubeconfig", kubeconfig, "--leader-elect=false", "--log-level=error",
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", mport), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", pport)}, extra...)
 	pprof := ""
 	if os.Getenv("HOTCERT_BENCH_PPROF_DIR") != "" {
-		addr := fmt.Sprintf("127.0.0.1:%d", freeport.Take(b, "127.0.0.1"))
+		addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(b, "127.0.0.1"))
 		args, pprof = append(args, "--pprof-bind-address="+addr), "http://"+addr+"/debug/pprof/heap"
 	}
 	cmd := exec.Command(bin, args...)

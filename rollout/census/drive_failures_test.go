@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hotcert/hotcert/hotcerttest"
-	"github.com/hotcert/hotcert/internal/freeport"
+	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
 	"github.com/hotcert/hotcert/rollout/internal/drive"
 )
@@ -64,7 +64,7 @@ func TestDrivenRotationStopsOnHandshakeFailures(t *testing.T) {
 	})
 
 	ip := f.ip
-	cpPort, cpMetrics, agentMetrics := freeport.Take(t, ip), freeport.Take(t, ip), freeport.Take(t, ip)
+	cpPort, cpMetrics, agentMetrics := testutil.FreePort(t, ip), testutil.FreePort(t, ip), testutil.FreePort(t, ip)
 	startProcess(t, hotcertBin, "server", "--cert-file", filepath.Join(tlsDir.Dir(), "tls.crt"), "--key-file", filepath.Join(tlsDir.Dir(), "tls.key"),
 		"--listen", net.JoinHostPort(ip, strconv.Itoa(cpPort)), "--metrics-bind-address", net.JoinHostPort(ip, strconv.Itoa(cpMetrics)), "--replica", "cp",
 		"--trust-guard=false", "--drain-window", "500ms")

@@ -44,8 +44,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hotcert/hotcert/hotcerttest"
-	"github.com/hotcert/hotcert/internal/freeport"
 	"github.com/hotcert/hotcert/internal/kubetest"
+	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
 	"github.com/hotcert/hotcert/rollout/census"
 	"github.com/hotcert/hotcert/rollout/internal/drive"
@@ -361,8 +361,8 @@ func (w *driveWorld) runTrustManager() {
 	}
 	lo := "127.0.0.1"
 	p := w.spawn("trust-manager", filepath.Join(tmDir, "trust-manager"), []string{"--kubeconfig=" + w.kubeconfig, "--trust-namespace=" + w.trustNS,
-		"--leader-elect=false", "--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(freeport.Take(w.tb, lo)), "--webhook-certificate-dir=" + certDir,
-		"--metrics-port=" + strconv.Itoa(freeport.Take(w.tb, lo)), "--readiness-probe-port=" + strconv.Itoa(freeport.Take(w.tb, lo)), "--log-level=1"}, nil)
+		"--leader-elect=false", "--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(testutil.FreePort(w.tb, lo)), "--webhook-certificate-dir=" + certDir,
+		"--metrics-port=" + strconv.Itoa(testutil.FreePort(w.tb, lo)), "--readiness-probe-port=" + strconv.Itoa(testutil.FreePort(w.tb, lo)), "--log-level=1"}, nil)
 	w.tb.Cleanup(p.kill)
 }
 
@@ -377,7 +377,7 @@ func (w *driveWorld) startPrometheus() {
 	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
 		w.tb.Fatal(err)
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freeport.Take(w.tb, "127.0.0.1")))
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(testutil.FreePort(w.tb, "127.0.0.1")))
 	path, err := exec.LookPath("prometheus")
 	if err != nil {
 		w.tb.Fatalf("prometheus is not installed (hack/tools.sh installs it): %v", err)
@@ -534,13 +534,13 @@ func (w *driveWorld) run(ctx context.Context, pod *corev1.Pod) {
 	started := time.Now()
 	switch app {
 	case "cp":
-		p.addr = net.JoinHostPort(w.ip, strconv.Itoa(freeport.Take(w.tb, w.ip)))
-		p.metrics = net.JoinHostPort(w.ip, strconv.Itoa(freeport.Take(w.tb, w.ip)))
+		p.addr = net.JoinHostPort(w.ip, strconv.Itoa(testutil.FreePort(w.tb, w.ip)))
+		p.metrics = net.JoinHostPort(w.ip, strconv.Itoa(testutil.FreePort(w.tb, w.ip)))
 		p.proc = w.spawn(pod.Name, w.hotcert, []string{"server", "--cert-file", filepath.Join(dir, "tls.crt"), "--key-file", filepath.Join(dir, "tls.key"),
 			"--listen", p.addr, "--metrics-bind-address", p.metrics, "--replica", pod.Name, "--max-connection-age", "2s", "--max-connection-age-grace", "1s",
 			"--drain-window", "1s", "--poll-interval", "1s", "--log-level", "warn"}, nil)
 	case "agent":
-		p.metrics = net.JoinHostPort(w.ip, strconv.Itoa(freeport.Take(w.tb, w.ip)))
+		p.metrics = net.JoinHostPort(w.ip, strconv.Itoa(testutil.FreePort(w.tb, w.ip)))
 		p.proc = w.spawn(pod.Name, w.hotcert, []string{"agent", "--server", addrs[n%len(addrs)], "--server-name", dfServerName,
 			"--ca-file", filepath.Join(dir, dfKey), "--metrics-bind-address", p.metrics, "--id", pod.Name,
 			"--reconnect-jitter", "200ms", "--min-backoff", "200ms", "--log-level", "warn"}, nil)

@@ -28,7 +28,7 @@ import (
 
 	"github.com/hotcert/hotcert"
 	"github.com/hotcert/hotcert/hotcerttest"
-	"github.com/hotcert/hotcert/internal/freeport"
+	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/metrics"
 	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
 	"github.com/hotcert/hotcert/rollout/census"
@@ -105,13 +105,13 @@ func TestCensusOfAMixedFleet(t *testing.T) {
 	clientLeaf := ca2026.MustIssue()
 	clientDir.MustWrite(map[string][]byte{"tls.crt": clientLeaf.ChainPEM, "tls.key": clientLeaf.KeyPEM, "ca.crt": both})
 	libClient := startLibraryClient(t, ip, clientDir.Dir())
-	cpPort, cpMetrics := freeport.Take(t, ip), freeport.Take(t, ip)
+	cpPort, cpMetrics := testutil.FreePort(t, ip), testutil.FreePort(t, ip)
 	startProcess(t, hotcertBin, "server", "--cert-file", filepath.Join(tlsDir.Dir(), "tls.crt"), "--key-file", filepath.Join(tlsDir.Dir(), "tls.key"),
 		"--listen", net.JoinHostPort(ip, strconv.Itoa(cpPort)), "--metrics-bind-address", net.JoinHostPort(ip, strconv.Itoa(cpMetrics)), "--replica", "cp")
-	agentMetrics := freeport.Take(t, ip)
+	agentMetrics := testutil.FreePort(t, ip)
 	startProcess(t, hotcertBin, "agent", "--server", net.JoinHostPort(ip, strconv.Itoa(cpPort)), "--server-name", "cp.example", "--ca-file", caFile,
 		"--metrics-bind-address", net.JoinHostPort(ip, strconv.Itoa(agentMetrics)), "--id", "agent-1")
-	liarMetrics := freeport.Take(t, ip)
+	liarMetrics := testutil.FreePort(t, ip)
 	startLiar(t, ip, liarMetrics, caFile)
 	prom := startPrometheusEvery(t, fleetScrape, map[string][2]string{
 		net.JoinHostPort(ip, strconv.Itoa(libServer.metrics)): {ns, "lib-server"},
@@ -437,7 +437,7 @@ func startOpenSSLTrusting(t *testing.T, ip string, leaf *hotcerttest.Leaf, caFil
 	if err := os.WriteFile(key, leaf.KeyPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := freeport.Take(t, ip)
+	port := testutil.FreePort(t, ip)
 	startProcess(t, "openssl", "s_server", "-quiet", "-accept", net.JoinHostPort(ip, strconv.Itoa(port)), "-cert", cert, "-key", key,
 		"-CAfile", caFile, "-verify", "1")
 	waitListening(t, ip, port)

@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/hotcert/hotcert/hotcerttest"
-	"github.com/hotcert/hotcert/internal/freeport"
+	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
 )
 
@@ -68,7 +68,7 @@ func startPrometheusEvery(t *testing.T, interval time.Duration, targets map[stri
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freeport.Take(t, "127.0.0.1")))
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(testutil.FreePort(t, "127.0.0.1")))
 	startProcess(t, "prometheus", "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
 	url := "http://" + addr
@@ -101,7 +101,7 @@ func startOpenSSL(t *testing.T, ip string, leaf *hotcerttest.Leaf) int {
 	if err := os.WriteFile(key, leaf.KeyPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := freeport.Take(t, ip)
+	port := testutil.FreePort(t, ip)
 	startProcess(t, "openssl", "s_server", "-quiet", "-accept", net.JoinHostPort(ip, strconv.Itoa(port)), "-cert", cert, "-key", key)
 	deadline := time.Now().Add(pollTimeout)
 	for {

@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/hotcert/hotcert/hotcerttest"
-	"github.com/hotcert/hotcert/internal/freeport"
+	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/rollout"
 	"github.com/hotcert/hotcert/rollout/internal/progress"
 )
@@ -379,7 +379,7 @@ type binaryProc struct {
 // with no minimum interval nor budget, and the extra arguments.
 func startBinary(b *testing.B, kubeconfig, bin string, mode SecretCache, extra ...string) *binaryProc {
 	b.Helper()
-	port := freeport.Take(b, "127.0.0.1")
+	port := testutil.FreePort(b, "127.0.0.1")
 	args := append([]string{"--kubeconfig", kubeconfig, "--secret-cache", string(mode),
 		"--leader-elect=false", "--health-probe-bind-address=0", fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port),
 		"--min-interval=0", "--max-rollouts-per-minute=-1", "--log-level=error"}, extra...)

@@ -29,7 +29,6 @@ import (
 
 	"github.com/hotcert/hotcert/cmd/hotcert-controller/app/options"
 	"github.com/hotcert/hotcert/hotcerttest"
-	"github.com/hotcert/hotcert/internal/freeport"
 	"github.com/hotcert/hotcert/internal/kubetest"
 	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/rollout"
@@ -110,7 +109,7 @@ func TestRun(t *testing.T) {
 	t.Parallel()
 	ns := env.NewNamespace(t)
 	kubeconfig := writeKubeconfig(t, "")
-	metricsPort, probePort, webhookPort := freeport.Take(t, "127.0.0.1"), freeport.Take(t, "127.0.0.1"), freeport.Take(t, "127.0.0.1")
+	metricsPort, probePort, webhookPort := testutil.FreePort(t, "127.0.0.1"), testutil.FreePort(t, "127.0.0.1"), testutil.FreePort(t, "127.0.0.1")
 	ca, crt, key := servingKeyPair(t)
 	createSecret(t, ns, "s", "1")
 	createDeployment(t, ns, "app")

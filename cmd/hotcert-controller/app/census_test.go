@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hotcert/hotcert/hotcerttest"
-	"github.com/hotcert/hotcert/internal/freeport"
+	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
 )
 
@@ -60,7 +60,7 @@ func TestRunWithCensus(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = env.Client().Delete(context.Background(), u) })
 
-	metricsPort := freeport.Take(t, "127.0.0.1")
+	metricsPort := testutil.FreePort(t, "127.0.0.1")
 	_, prefix := start(t, "--kubeconfig", writeKubeconfig(t, ""), "--namespace", ns, "--leader-elect=false",
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--health-probe-bind-address=0",
 		"--census", "--census-interval=300ms")

@@ -1,15 +1,14 @@
-// Package freeport hands tests TCP ports for the programs they start, from
-// outside the kernel's ephemeral port range.
-//
+package testutil
+
+// The ports of FreePort come from outside the kernel's ephemeral port range.
 // The usual way, listening on port 0 and closing the listener, returns a port
-// from the ephemeral range, where the kernel takes the local port of every
-// outgoing connection and of every other ":0" listener: between the call and
-// the program's own listen, an agent's reconnect can take it ("bind: address
+// from that range, where the kernel takes the local port of every outgoing
+// connection and of every other ":0" listener: between the call and the
+// program's own listen, an agent's reconnect can take it ("bind: address
 // already in use", seen in CI). A port outside that range is handed out by
-// nobody but this package: each process walks the band from a random start,
-// so two test processes meet on one port only if their walks overlap and
-// they take it in the same moment.
-package freeport
+// nobody but FreePort: each process walks the band from a random start, so
+// two test processes meet on one port only if their walks overlap and they
+// take it in the same moment.
 
 import (
 	"errors"
@@ -24,40 +23,40 @@ import (
 	"testing"
 )
 
-// bandWidth is how many ports the band holds (fewer if the room beside the
+// portBandWidth is how many ports the band holds (fewer if the room beside the
 // ephemeral range is smaller).
-const bandWidth = 10000
+const portBandWidth = 10000
 
-// minPort is the lowest port handed out: below it are the privileged ports.
-const minPort = 1024
+// minFreePort is the lowest port handed out: below it are the privileged ports.
+const minFreePort = 1024
 
-var walk struct {
+var portWalk struct {
 	sync.Mutex
 	lo, n, next int // the band is [lo, lo+n); next is the offset of the next port to try
 	started     bool
 }
 
-// take returns a TCP port on ip that was free a moment ago and that the
+// freePort returns a TCP port on ip that was free a moment ago and that the
 // kernel gives no socket of its own choosing.
-func take(ip string) (int, error) {
-	walk.Lock()
-	defer walk.Unlock()
-	if !walk.started {
-		walk.lo, walk.n = band(ephemeralRange())
-		if walk.n > 0 {
-			walk.next = rand.IntN(walk.n)
+func freePort(ip string) (int, error) {
+	portWalk.Lock()
+	defer portWalk.Unlock()
+	if !portWalk.started {
+		portWalk.lo, portWalk.n = portBand(ephemeralRange())
+		if portWalk.n > 0 {
+			portWalk.next = rand.IntN(portWalk.n)
 		}
-		walk.started = true
+		portWalk.started = true
 	}
-	for range walk.n {
-		p := walk.lo + walk.next
-		walk.next = (walk.next + 1) % walk.n
+	for range portWalk.n {
+		p := portWalk.lo + portWalk.next
+		portWalk.next = (portWalk.next + 1) % portWalk.n
 		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(p)))
 		if errors.Is(err, syscall.EADDRINUSE) {
 			continue
 		}
 		if err != nil {
-			return 0, fmt.Errorf("freeport: %w", err)
+			return 0, fmt.Errorf("testutil: choosing a port: %w", err)
 		}
 		_ = ln.Close()
 		return p, nil
@@ -66,18 +65,18 @@ func take(ip string) (int, error) {
 	// port of the kernel's choosing.
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
-		return 0, fmt.Errorf("freeport: %w", err)
+		return 0, fmt.Errorf("testutil: choosing a port: %w", err)
 	}
 	defer func() { _ = ln.Close() }()
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// Take returns a TCP port on ip for a program the test or benchmark starts:
-// free a moment ago, and one the kernel gives no socket of its own choosing.
-// An error fails tb.
-func Take(tb testing.TB, ip string) int {
+// FreePort returns a TCP port on ip for a program the test or benchmark
+// starts: free a moment ago, and one the kernel gives no socket of its own
+// choosing. An error fails tb.
+func FreePort(tb testing.TB, ip string) int {
 	tb.Helper()
-	p, err := take(ip)
+	p, err := freePort(ip)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -104,14 +103,14 @@ func ephemeralRange() (lo, hi int) {
 // band is the ports handed out, [lo, lo+n), beside the ephemeral range
 // [elo, ehi]: below it where there is room for a band, else above it; n is
 // 0 where there is room on neither side.
-func band(elo, ehi int) (lo, n int) {
+func portBand(elo, ehi int) (lo, n int) {
 	const enough = 1000
-	if below := elo - minPort; below >= enough {
-		n = min(below, bandWidth)
+	if below := elo - minFreePort; below >= enough {
+		n = min(below, portBandWidth)
 		return elo - n, n
 	}
 	if above := 65535 - ehi; above >= enough {
-		return ehi + 1, min(above, bandWidth)
+		return ehi + 1, min(above, portBandWidth)
 	}
 	return 0, 0
 }

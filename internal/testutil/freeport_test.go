@@ -1,4 +1,4 @@
-package freeport
+package testutil
 
 import (
 	"net"
@@ -16,12 +16,12 @@ func TestBandIsBesideTheEphemeralRange(t *testing.T) {
 		{1024, 50000, 50001, 10000},  // none below
 		{1024, 65000, 0, 0},          // no room on either side
 	} {
-		lo, n := band(c.elo, c.ehi)
+		lo, n := portBand(c.elo, c.ehi)
 		if lo != c.lo || n != c.n {
-			t.Errorf("band(%d, %d) = [%d, +%d), want [%d, +%d)", c.elo, c.ehi, lo, n, c.lo, c.n)
+			t.Errorf("portBand(%d, %d) = [%d, +%d), want [%d, +%d)", c.elo, c.ehi, lo, n, c.lo, c.n)
 		}
 		if n > 0 && lo+n-1 >= c.elo && lo <= c.ehi {
-			t.Errorf("band(%d, %d) = [%d, +%d) overlaps the ephemeral range", c.elo, c.ehi, lo, n)
+			t.Errorf("portBand(%d, %d) = [%d, +%d) overlaps the ephemeral range", c.elo, c.ehi, lo, n)
 		}
 	}
 }
@@ -30,12 +30,12 @@ func TestTakeGivesDistinctListenablePortsOutsideTheEphemeralRange(t *testing.T) 
 	elo, ehi := ephemeralRange()
 	seen := map[int]bool{}
 	for range 50 {
-		p := Take(t, "127.0.0.1")
+		p := FreePort(t, "127.0.0.1")
 		if seen[p] {
 			t.Fatalf("port %d handed out twice", p)
 		}
 		seen[p] = true
-		if lo, n := band(elo, ehi); n > 0 && (p < lo || p >= lo+n) {
+		if lo, n := portBand(elo, ehi); n > 0 && (p < lo || p >= lo+n) {
 			t.Fatalf("port %d is outside the band [%d, %d)", p, lo, lo+n)
 		}
 		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
@@ -47,17 +47,17 @@ func TestTakeGivesDistinctListenablePortsOutsideTheEphemeralRange(t *testing.T) 
 }
 
 func TestTakeSkipsAPortInUse(t *testing.T) {
-	p := Take(t, "127.0.0.1")
+	p := FreePort(t, "127.0.0.1")
 	// The walk's next port, held: Take must pass over it.
-	walk.Lock()
-	held := walk.lo + walk.next
-	walk.Unlock()
+	portWalk.Lock()
+	held := portWalk.lo + portWalk.next
+	portWalk.Unlock()
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(held)))
 	if err != nil {
 		t.Skipf("port %d is held by another process already: %v", held, err)
 	}
 	defer ln.Close()
-	q := Take(t, "127.0.0.1")
+	q := FreePort(t, "127.0.0.1")
 	if q == held || q == p {
 		t.Fatalf("Take returned %d (held %d, previous %d)", q, held, p)
 	}
