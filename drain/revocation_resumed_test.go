@@ -127,7 +127,7 @@ func testResumedGRPCCut(t *testing.T, version uint16) {
 	var server handshakeLog
 	f := newRevocationFixture(t, serverCA, agentCA, deny, func(c credentials.TransportCredentials) credentials.TransportCredentials {
 		return loggedCreds{c, &server}
-	})
+	}, nil)
 	revoked := agentCA.MustIssue(hotcerttest.WithCommonName("agent-revoked"))
 	var client handshakeLog
 	creds := loggedCreds{credentials.NewTLS(resumingClientConfig(serverCA, revoked, version)), &client}

@@ -68,10 +68,10 @@ func (d *denyFiles) revoke(leaf *hotcerttest.Leaf) {
 
 // newRevocationFixture serves agents of agentCA with a certificate of serverCA,
 // refusing at the handshake and cutting live what deny revokes; wrap, if not nil,
-// wraps the server's transport credentials; more adds drain options for the
-// server's store.
+// wraps the server's transport credentials; policies, if not nil, gets the
+// store (the server's material) and returns more drain options, as newFixture's.
 func newRevocationFixture(t *testing.T, serverCA, agentCA *hotcerttest.CA, deny *denyFiles, wrap func(credentials.TransportCredentials) credentials.TransportCredentials,
-	more ...func(*hotcert.Store) drain.Option) *fixture {
+	policies func(*hotcert.Store) []drain.Option) *fixture {
 	t.Helper()
 	f := &fixture{store: hotcert.NewStore(material(t, serverCA.MustIssue(), agentCA)), logs: &testutil.LogBuffer{}, hs: &handshakes{}, slowStarted: make(chan struct{}, 1)}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -85,8 +85,8 @@ func newRevocationFixture(t *testing.T, serverCA, agentCA *hotcerttest.CA, deny 
 	}
 	opts := []drain.Option{drain.WithLogger(slog.New(slog.NewTextHandler(f.logs, nil))), drain.WithComponent("agent_grpc"),
 		drain.WithRevocationCut(deny.r), drain.WithGrace(time.Minute)}
-	for _, m := range more {
-		opts = append(opts, m(f.store))
+	if policies != nil {
+		opts = append(opts, policies(f.store)...)
 	}
 	f.srv = drain.NewServer(countingCreds{creds, &f.conns, f.hs},
 		func(o ...grpc.ServerOption) *grpc.Server {
@@ -105,7 +105,7 @@ func newRevocationFixture(t *testing.T, serverCA, agentCA *hotcerttest.CA, deny 
 func TestRevocationCutEndsOnlyTheRevokedAgent(t *testing.T) {
 	serverCA, agentCA := hotcerttest.MustNewCA(), hotcerttest.MustNewCA()
 	deny := newDenyFiles(t, agentCA)
-	f := newRevocationFixture(t, serverCA, agentCA, deny, nil)
+	f := newRevocationFixture(t, serverCA, agentCA, deny, nil, nil)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -164,9 +164,9 @@ func TestRevocationCutEndsADrainingConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newRevocationFixture(t, serverCA, agentCA, deny, nil,
-		func(s *hotcert.Store) drain.Option { return drain.WithIdentityDrain(s, 0) },
-		func(*hotcert.Store) drain.Option { return drain.WithObserver(m) })
+	f := newRevocationFixture(t, serverCA, agentCA, deny, nil, func(s *hotcert.Store) []drain.Option {
+		return []drain.Option{drain.WithIdentityDrain(s, 0), drain.WithObserver(m)}
+	})
 	leaf := agentCA.MustIssue(hotcerttest.WithCommonName("agent-draining"))
 	a := dial(t, f, leaf, serverCA)
 
