@@ -6,11 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
@@ -25,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
+	"github.com/hotcert/hotcert/rollout/internal/podwire"
 )
 
 // FieldManager names the census controller's writes.
@@ -81,14 +79,9 @@ func (c *Census) SetupWithManager(mgr manager.Manager) error {
 	})); err != nil {
 		return fmt.Errorf("census: %w", err)
 	}
-	// The pods are listed and watched with the protobuf encoding, as
-	// kube-controller-manager does: a list of 10,000 pods decodes in a
-	// fraction of the JSON's time and garbage.
-	pcfg := rest.CopyConfig(mgr.GetConfig())
-	pcfg.ContentType, pcfg.AcceptContentTypes = runtime.ContentTypeProtobuf, runtime.ContentTypeProtobuf+","+runtime.ContentTypeJSON
-	podsClient, err := corev1client.NewForConfigAndClient(pcfg, mgr.GetHTTPClient())
+	podsClient, err := podwire.NewPodsClient(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
-		return fmt.Errorf("census: %w", err)
+		return err
 	}
 	wake := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		list := &v1alpha1.TrustRotationList{}

@@ -15,13 +15,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hotcert/hotcert/internal/kubetest"
 	"github.com/hotcert/hotcert/internal/testutil"
 	"github.com/hotcert/hotcert/rollout/api/v1alpha1"
 	"github.com/hotcert/hotcert/rollout/census"
+	"github.com/hotcert/hotcert/rollout/internal/podwire"
 )
 
 // TestCensusThatCannotListPodsSaysWhy: a controller whose RBAC lets it read
@@ -159,5 +162,66 @@ func TestCensusListsPodsAsAStream(t *testing.T) {
 				t.Fatalf("after the changes: %d LISTs, %d streamed lists, %d watches of the pods; want no new list, and the changes followed by a watch", l, s, w)
 			}
 		})
+	}
+}
+
+// TestCensusDecodesPodsFromTheAPIServer: the census's client of the pods
+// reads what the API server sends — a Pod got, the events of a streamed
+// list and its initial-events-end bookmark — with podwire.Decode: the
+// fields a record reads, as the API server stores them (a subPath mount,
+// labels, the running container's start time, to the second), and none of
+// the rest (the node, the image, the managed fields).
+func TestCensusDecodesPodsFromTheAPIServer(t *testing.T) {
+	ns := env.NewNamespace(t)
+	started := time.Now().Add(-time.Hour).Truncate(time.Second)
+	createPod(t, ns, consumerPod{name: "a", vol: configMapVolume("ca"), subPath: "ca.crt", metricsPort: 9090, started: started})
+	hc, err := rest.HTTPClientFor(env.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := podwire.NewPodsClient(env.Config(), hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, p *corev1.Pod) {
+		t.Helper()
+		c := p.Spec.Containers
+		if p.Name != "a" || p.Namespace != ns || p.UID == "" || p.ResourceVersion == "" || p.Labels["app"] != "a" ||
+			len(c) != 1 || len(c[0].VolumeMounts) != 1 || c[0].VolumeMounts[0].SubPath != "ca.crt" || len(c[0].Ports) != 1 || c[0].Ports[0].ContainerPort != 9090 ||
+			len(p.Spec.Volumes) != 1 || p.Spec.Volumes[0].ConfigMap == nil || p.Spec.Volumes[0].ConfigMap.Name != "ca" ||
+			p.Status.Phase != corev1.PodRunning || p.Status.PodIP != "127.0.0.1" || len(p.Status.ContainerStatuses) != 1 ||
+			p.Status.ContainerStatuses[0].State.Running == nil || !p.Status.ContainerStatuses[0].State.Running.StartedAt.Time.Equal(started) {
+			t.Fatalf("%s: decoded %+v, want what a record reads of pod a", what, p)
+		}
+		if p.Spec.SchedulerName != "" || c[0].Image != "" || p.ManagedFields != nil || p.CreationTimestamp != (metav1.Time{}) {
+			t.Fatalf("%s: decoded more than a record reads: %+v", what, p)
+		}
+	}
+	p, err := pods.Pods(ns).Get(testContext(t), "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("a Pod got", p)
+
+	w, err := pods.Pods(ns).Watch(testContext(t), metav1.ListOptions{SendInitialEvents: ptr.To(true), AllowWatchBookmarks: true,
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	for ended := false; !ended; {
+		select {
+		case ev := <-w.ResultChan():
+			switch ev.Type {
+			case watch.Added:
+				check("a streamed list's event", ev.Object.(*corev1.Pod))
+			case watch.Bookmark:
+				ended = ev.Object.(*corev1.Pod).Annotations[metav1.InitialEventsAnnotationKey] == "true"
+			default:
+				t.Fatalf("event %s %+v", ev.Type, ev.Object)
+			}
+		case <-time.After(pollTimeout):
+			t.Fatal("no initial-events-end bookmark")
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	core "github.com/hotcert/hotcert/rollout/internal/census"
 )
@@ -110,10 +111,7 @@ type records struct {
 
 func newRecords() *records {
 	return &records{
-		specs: newInterner(func(h *maphash.Hash, s *corev1.PodSpec) {
-			b, _ := s.Marshal() // the protobuf encoding: deterministic for what a reduced spec holds (no maps)
-			h.Write(b)
-		}, func(a, b *corev1.PodSpec) bool { return reflect.DeepEqual(a, b) }),
+		specs: newInterner(hashSpec, func(a, b *corev1.PodSpec) bool { return reflect.DeepEqual(a, b) }),
 		labels: newInterner(func(h *maphash.Hash, m *map[string]string) {
 			for _, k := range slices.Sorted(maps.Keys(*m)) {
 				h.WriteString(k)
@@ -124,6 +122,57 @@ func newRecords() *records {
 		}, func(a, b *map[string]string) bool { return maps.Equal(*a, *b) }),
 		shapes: newInterner(func(h *maphash.Hash, s *podShape) { maphash.WriteComparable(h, *s) },
 			func(a, b *podShape) bool { return *a == *b }),
+	}
+}
+
+// hashSpec hashes of a reduced spec what tells specs apart most often: each
+// volume's name and the objects its sources name, each container's name,
+// ports and mounts. Equal specs hash alike; specs that differ only elsewhere
+// share a bucket, where the interner's equal (reflect.DeepEqual) tells them
+// apart. (Hashing the spec's protobuf encoding ran the Marshal and Size code
+// of most of core/v1 for it, pages of the process's memory.)
+func hashSpec(h *maphash.Hash, s *corev1.PodSpec) {
+	str := func(s string) {
+		h.WriteString(s)
+		h.WriteByte(0)
+	}
+	for _, v := range s.Volumes {
+		str(v.Name)
+		if v.Secret != nil {
+			str(v.Secret.SecretName)
+		}
+		if v.ConfigMap != nil {
+			str(v.ConfigMap.Name)
+		}
+		if v.Projected != nil {
+			for _, src := range v.Projected.Sources {
+				switch {
+				case src.Secret != nil:
+					str(src.Secret.Name)
+				case src.ConfigMap != nil:
+					str(src.ConfigMap.Name)
+				case src.ClusterTrustBundle != nil:
+					str(ptr.Deref(src.ClusterTrustBundle.Name, ""))
+					str(ptr.Deref(src.ClusterTrustBundle.SignerName, ""))
+				case src.PodCertificate != nil:
+					str(src.PodCertificate.SignerName)
+				}
+			}
+		}
+	}
+	for _, cs := range [...][]corev1.Container{s.Containers, s.InitContainers} {
+		h.WriteByte(1)
+		for _, c := range cs {
+			str(c.Name)
+			for _, p := range c.Ports {
+				maphash.WriteComparable(h, p.ContainerPort)
+			}
+			for _, m := range c.VolumeMounts {
+				str(m.Name)
+				str(m.MountPath)
+				str(m.SubPath)
+			}
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	core "github.com/hotcert/hotcert/rollout/internal/census"
+	"github.com/hotcert/hotcert/rollout/internal/podwire"
 )
 
 // replicaPod is pod i of a ReplicaSet as the API server stores it: with the
@@ -134,6 +135,28 @@ func TestPodRecordsKeepWhatTheCensusJudges(t *testing.T) {
 	gone.DeletionTimestamp = ptr.To(metav1.Now())
 	if !rs.record(gone).gone {
 		t.Fatal("a pod being deleted is not gone")
+	}
+}
+
+// TestPodRecordsOfDecodedPods: the record of a Pod as the census's client
+// decodes it (podwire.Decode, of its protobuf encoding) is the record of the
+// whole Pod, its shape the same interned one.
+func TestPodRecordsOfDecodedPods(t *testing.T) {
+	rs := newRecords()
+	deleted := replicaPod(3)
+	deleted.DeletionTimestamp = ptr.To(metav1.Now())
+	for i, p := range []*corev1.Pod{replicaPod(0), replicaPod(1), deleted} {
+		b, err := p.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var decoded corev1.Pod
+		if err := podwire.Decode(b, &decoded); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := rs.record(&decoded), rs.record(p); !reflect.DeepEqual(got, want) || got.podShape != want.podShape {
+			t.Fatalf("pod %d: record %+v, want the whole Pod's %+v", i, got, want)
+		}
 	}
 }
 
