@@ -39,9 +39,12 @@ import (
 // the process's start, the time from the ConfigMap's change to a census that
 // shows it, and the API requests per minute of each process at rest (from
 // its rest_client_requests_total, over 30s; census interval 15s).
-// HOTCERT_BENCH_PPROF_DIR names a folder for each process's heap profile
-// at the measure (inuse and alloc, read with go tool pprof): the processes
-// then serve /debug/pprof/ on loopback (--pprof-bind-address), both alike.
+// HOTCERT_BENCH_PAGES=1 logs what the census's process has more of its
+// executable's pages resident at the measure: the package of the code in
+// them (residentCode). HOTCERT_BENCH_PPROF_DIR names a folder for each
+// process's heap profile at the measure (inuse and alloc, read with go tool
+// pprof): the processes then serve /debug/pprof/ on loopback
+// (--pprof-bind-address), both alike.
 // The processes inherit GODEBUG (GODEBUG=memprofilerate=N for exacter
 // profiles, gctrace=1 for each collection), which the log states when set.
 func BenchmarkCensus10kPods(b *testing.B) {
@@ -106,6 +109,7 @@ func BenchmarkCensus10kPods(b *testing.B) {
 		time.Sleep(settle)
 		baseReq := base.requestsPerMinute(b, 30*time.Second)
 		baseMem := base.memory(b)
+		basePages := base.codePages(b)
 		base.heapProfile(b, "without-census")
 		baseGC := base.afterCollection(b)
 		base.stop()
@@ -123,6 +127,7 @@ func BenchmarkCensus10kPods(b *testing.B) {
 		time.Sleep(settle)
 		cenReq := cen.requestsPerMinute(b, 30*time.Second)
 		cenMem := cen.memory(b)
+		cenPages := cen.codePages(b)
 		cen.heapProfile(b, "with-census")
 		cenGC := cen.afterCollection(b)
 		cen.stop()
@@ -136,6 +141,7 @@ func BenchmarkCensus10kPods(b *testing.B) {
 		b.ReportMetric(cenGC.rss-baseGC.rss, "MiB-rss-after-gc/census")
 		b.ReportMetric(cenReq, "API-requests/min-at-rest")
 		b.ReportMetric(cenReq-baseReq, "API-requests/min-at-rest/census")
+		logCodePages(b, basePages, cenPages)
 		b.Logf("%d pods: first census %s after the process started (%s after this poll began), census %s after the change", n,
 			firstAfterStart.Round(10*time.Millisecond), first.Round(10*time.Millisecond), after.Round(10*time.Millisecond))
 		for _, r := range []struct {

@@ -15,9 +15,10 @@ import (
 
 // Decode decodes b, the protobuf encoding of a Pod (k8s.io/api's
 // generated.proto, without the serializer's envelope), into p: only the
-// fields a census's record of a pod is made of (rollout/census: its record
-// and reduced spec) and those its reflector reads, each as the generated Unmarshal sets it; every other
-// field is skipped, its wire format checked. Of a Secret, ConfigMap or
+// fields that the census's record of a pod is made of (rollout/census: the
+// record and its reduced spec) and those its reflector reads, each as the
+// generated Unmarshal sets it; every other field is skipped, its wire
+// format checked. Of a Secret, ConfigMap or
 // projected volume it reads the whole source, as a reduced spec keeps it,
 // but the projections a reduced spec drops (serviceAccountToken,
 // downwardAPI); of an env var, its name and its Secret or ConfigMap key
