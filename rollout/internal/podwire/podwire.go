@@ -112,14 +112,11 @@ func decodeSpec(b []byte, s *corev1.PodSpec) error {
 	return eachField(b, "PodSpec", func(num protowire.Number, v []byte, _ uint64) error {
 		switch num {
 		case 1:
-			s.Volumes = append(s.Volumes, corev1.Volume{})
-			return decodeVolume(v, &s.Volumes[len(s.Volumes)-1])
+			return appendDecoded(&s.Volumes, v, decodeVolume)
 		case 2:
-			s.Containers = append(s.Containers, corev1.Container{})
-			return decodeContainer(v, &s.Containers[len(s.Containers)-1])
+			return appendDecoded(&s.Containers, v, decodeContainer)
 		case 20:
-			s.InitContainers = append(s.InitContainers, corev1.Container{})
-			return decodeContainer(v, &s.InitContainers[len(s.InitContainers)-1])
+			return appendDecoded(&s.InitContainers, v, decodeContainer)
 		}
 		return nil
 	})
@@ -159,42 +156,46 @@ func decodeContainer(b []byte, c *corev1.Container) error {
 		case 1:
 			c.Name = string(v)
 		case 6:
-			c.Ports = append(c.Ports, corev1.ContainerPort{})
-			port := &c.Ports[len(c.Ports)-1]
-			return eachField(v, "ContainerPort", func(num protowire.Number, v []byte, x uint64) error {
-				switch num {
-				case 1:
-					port.Name = string(v)
-				case 3:
-					port.ContainerPort = int32(x) //nolint:gosec // protobuf's int32: the low 32 bits of its varint, as the generated code reads it
-				}
-				return nil
-			})
+			return appendDecoded(&c.Ports, v, decodePort)
 		case 7:
-			c.Env = append(c.Env, corev1.EnvVar{})
-			return decodeEnv(v, &c.Env[len(c.Env)-1])
+			return appendDecoded(&c.Env, v, decodeEnv)
 		case 9:
-			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{})
-			m := &c.VolumeMounts[len(c.VolumeMounts)-1]
-			return eachField(v, "VolumeMount", func(num protowire.Number, v []byte, _ uint64) error {
-				switch num {
-				case 1:
-					m.Name = string(v)
-				case 3:
-					m.MountPath = string(v)
-				case 4:
-					m.SubPath = string(v)
-				case 6:
-					m.SubPathExpr = string(v)
-				}
-				return nil
-			})
+			return appendDecoded(&c.VolumeMounts, v, decodeMount)
 		case 19:
-			c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{})
-			return decodeEnvFrom(v, &c.EnvFrom[len(c.EnvFrom)-1])
+			return appendDecoded(&c.EnvFrom, v, decodeEnvFrom)
 		case 24:
 			rp := corev1.ContainerRestartPolicy(v)
 			c.RestartPolicy = &rp
+		}
+		return nil
+	})
+}
+
+// decodePort keeps of a container's port its name and number.
+func decodePort(b []byte, p *corev1.ContainerPort) error {
+	return eachField(b, "ContainerPort", func(num protowire.Number, v []byte, x uint64) error {
+		switch num {
+		case 1:
+			p.Name = string(v)
+		case 3:
+			p.ContainerPort = int32(x) //nolint:gosec // protobuf's int32: the low 32 bits of its varint, as the generated code reads it
+		}
+		return nil
+	})
+}
+
+// decodeMount keeps of a volume mount its volume, path and subPath.
+func decodeMount(b []byte, m *corev1.VolumeMount) error {
+	return eachField(b, "VolumeMount", func(num protowire.Number, v []byte, _ uint64) error {
+		switch num {
+		case 1:
+			m.Name = string(v)
+		case 3:
+			m.MountPath = string(v)
+		case 4:
+			m.SubPath = string(v)
+		case 6:
+			m.SubPathExpr = string(v)
 		}
 		return nil
 	})
@@ -239,8 +240,7 @@ func decodeSecretVolume(b []byte, s *corev1.SecretVolumeSource) error {
 		case 1:
 			s.SecretName = string(v)
 		case 2:
-			s.Items = append(s.Items, corev1.KeyToPath{})
-			return decodeKeyToPath(v, &s.Items[len(s.Items)-1])
+			return appendDecoded(&s.Items, v, decodeKeyToPath)
 		case 3:
 			s.DefaultMode = int32p(x)
 		case 4:
@@ -258,8 +258,7 @@ func decodeConfigMapVolume(b []byte, s *corev1.ConfigMapVolumeSource) error {
 		case 1:
 			return decodeLocalRef(v, &s.LocalObjectReference)
 		case 2:
-			s.Items = append(s.Items, corev1.KeyToPath{})
-			return decodeKeyToPath(v, &s.Items[len(s.Items)-1])
+			return appendDecoded(&s.Items, v, decodeKeyToPath)
 		case 3:
 			s.DefaultMode = int32p(x)
 		case 4:
@@ -275,8 +274,7 @@ func decodeProjected(b []byte, s *corev1.ProjectedVolumeSource) error {
 	return eachField(b, "ProjectedVolumeSource", func(num protowire.Number, v []byte, x uint64) error {
 		switch num {
 		case 1:
-			s.Sources = append(s.Sources, corev1.VolumeProjection{})
-			return decodeProjection(v, &s.Sources[len(s.Sources)-1])
+			return appendDecoded(&s.Sources, v, decodeProjection)
 		case 2:
 			s.DefaultMode = int32p(x)
 		case 3:
@@ -314,8 +312,7 @@ func decodeObjectProjection(b []byte, msg string, ref *corev1.LocalObjectReferen
 		case 1:
 			return decodeLocalRef(v, ref)
 		case 2:
-			*items = append(*items, corev1.KeyToPath{})
-			return decodeKeyToPath(v, &(*items)[len(*items)-1])
+			return appendDecoded(items, v, decodeKeyToPath)
 		case 4:
 			*optional = boolp(x)
 		}
@@ -350,19 +347,21 @@ func decodeLabelSelector(b []byte, s *metav1.LabelSelector) error {
 		case 1:
 			return mapEntryInto(v, &s.MatchLabels)
 		case 2:
-			s.MatchExpressions = append(s.MatchExpressions, metav1.LabelSelectorRequirement{})
-			r := &s.MatchExpressions[len(s.MatchExpressions)-1]
-			return eachField(v, "LabelSelectorRequirement", func(num protowire.Number, v []byte, _ uint64) error {
-				switch num {
-				case 1:
-					r.Key = string(v)
-				case 2:
-					r.Operator = metav1.LabelSelectorOperator(v)
-				case 3:
-					r.Values = append(r.Values, string(v))
-				}
-				return nil
-			})
+			return appendDecoded(&s.MatchExpressions, v, decodeRequirement)
+		}
+		return nil
+	})
+}
+
+func decodeRequirement(b []byte, r *metav1.LabelSelectorRequirement) error {
+	return eachField(b, "LabelSelectorRequirement", func(num protowire.Number, v []byte, _ uint64) error {
+		switch num {
+		case 1:
+			r.Key = string(v)
+		case 2:
+			r.Operator = metav1.LabelSelectorOperator(v)
+		case 3:
+			r.Values = append(r.Values, string(v))
 		}
 		return nil
 	})
@@ -461,6 +460,13 @@ func decodeKeySelector(b []byte, msg string, ref *corev1.LocalObjectReference, k
 	})
 }
 
+// appendDecoded appends to *list the message b, decoded by decode: a
+// repeated field, as protobuf reads each of its values.
+func appendDecoded[T any](list *[]T, b []byte, decode func([]byte, *T) error) error {
+	*list = append(*list, *new(T))
+	return decode(b, &(*list)[len(*list)-1])
+}
+
 // orNew is p, or a new T where p is nil: a message met again is merged
 // into, as protobuf reads it.
 func orNew[T any](p *T) *T {
@@ -484,11 +490,9 @@ func decodeStatus(b []byte, s *corev1.PodStatus) error {
 		case 6:
 			s.PodIP = string(v)
 		case 8:
-			s.ContainerStatuses = append(s.ContainerStatuses, corev1.ContainerStatus{})
-			return decodeContainerStatus(v, &s.ContainerStatuses[len(s.ContainerStatuses)-1])
+			return appendDecoded(&s.ContainerStatuses, v, decodeContainerStatus)
 		case 10:
-			s.InitContainerStatuses = append(s.InitContainerStatuses, corev1.ContainerStatus{})
-			return decodeContainerStatus(v, &s.InitContainerStatuses[len(s.InitContainerStatuses)-1])
+			return appendDecoded(&s.InitContainerStatuses, v, decodeContainerStatus)
 		}
 		return nil
 	})
