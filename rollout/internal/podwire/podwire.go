@@ -164,8 +164,7 @@ func decodeContainer(b []byte, c *corev1.Container) error {
 		case 19:
 			return appendDecoded(&c.EnvFrom, v, decodeEnvFrom)
 		case 24:
-			rp := corev1.ContainerRestartPolicy(v)
-			c.RestartPolicy = &rp
+			c.RestartPolicy = ptr.To(corev1.ContainerRestartPolicy(v))
 		}
 		return nil
 	})
@@ -209,9 +208,7 @@ func decodeEnv(b []byte, e *corev1.EnvVar) error {
 		case 1:
 			e.Name = string(v)
 		case 3:
-			if e.ValueFrom == nil {
-				e.ValueFrom = &corev1.EnvVarSource{}
-			}
+			e.ValueFrom = orNew(e.ValueFrom)
 			from := e.ValueFrom
 			return eachField(v, "EnvVarSource", func(num protowire.Number, v []byte, _ uint64) error {
 				switch num {
