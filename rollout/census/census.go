@@ -81,7 +81,7 @@ func (c *Census) SetupWithManager(mgr manager.Manager) error {
 	}
 	podsClient, err := podwire.NewPodsClient(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
-		return err
+		return fmt.Errorf("census: %w", err)
 	}
 	wake := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		list := &v1alpha1.TrustRotationList{}

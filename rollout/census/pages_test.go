@@ -10,7 +10,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -75,7 +74,12 @@ func residentCode(pid int) (map[string]int, error) {
 			what := "read-only data"
 			if strings.Contains(f[1], "x") {
 				what = "code" // of a binary without its symbol table
-				if i := sort.Search(len(syms), func(i int) bool { return syms[i].Value > a }) - 1; i >= 0 {
+				// The last function that starts at or before the page.
+				i, found := slices.BinarySearchFunc(syms, a, func(s elf.Symbol, a uint64) int { return cmp.Compare(s.Value, a) })
+				if !found {
+					i--
+				}
+				if i >= 0 {
 					what = "code of " + packageOf(syms[i].Name)
 				}
 			}
@@ -119,13 +123,15 @@ func logCodePages(b *testing.B, without, with map[string]int) {
 	keys := slices.Collect(maps.Keys(with))
 	more := func(k string) int { return with[k] - without[k] }
 	slices.SortFunc(keys, func(x, y string) int { return more(y) - more(x) })
-	var parts []string
-	total := 0
-	for k := range maps.Keys(without) {
-		total -= without[k]
+	sum := func(m map[string]int) (n int) {
+		for _, v := range m {
+			n += v
+		}
+		return n
 	}
+	total := sum(with) - sum(without)
+	var parts []string
 	for _, k := range keys {
-		total += with[k]
 		if d := more(k); d >= 64<<10 {
 			parts = append(parts, fmt.Sprintf("%s %+d KiB", k, d>>10))
 		}

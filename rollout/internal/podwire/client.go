@@ -59,7 +59,8 @@ func (c podCodecs) SupportedMediaTypes() []runtime.SerializerInfo { return c.inf
 type podDecoding struct{ runtime.Serializer }
 
 // protobufPrefix begins every object the API server encodes as protobuf,
-// before its runtime.Unknown envelope.
+// before its runtime.Unknown envelope (apimachinery's protobuf serializer
+// keeps its own copy, protoEncodingPrefix, unexported).
 var protobufPrefix = []byte("k8s\x00")
 
 var podKind = corev1.SchemeGroupVersion.WithKind("Pod")
@@ -78,7 +79,6 @@ func (d podDecoding) Decode(data []byte, defaults *schema.GroupVersionKind, into
 	if err := Decode(raw, p); err != nil {
 		return nil, nil, err
 	}
-	p.SetGroupVersionKind(podKind)
 	gvk := podKind
 	return p, &gvk, nil
 }
